@@ -1,0 +1,57 @@
+"""Error hierarchy shared by every layer.
+
+Library code raises these; only ``jobs/`` turns them into exit codes and
+messages.  Every error names the thing that is wrong (a URL, a field, a model
+file) in its message so that a user can act on it without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class RecastError(Exception):
+    """Base class of every error Recast raises on purpose."""
+
+
+class StorageError(RecastError):
+    """A URL could not be read, written, listed or published."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class MediaError(RecastError):
+    """A media file cannot be probed, decoded or encoded as asked."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class SpecError(RecastError):
+    """A job spec or config value is invalid; ``field`` is its dotted path."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class ModelPackError(RecastError):
+    """A model pack is missing a file, fails its checksum or breaks a contract."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where = where
+        self.reason = reason
+
+
+class FaceError(RecastError):
+    """A source image has no usable face, or an ambiguous one."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where = where
+        self.reason = reason

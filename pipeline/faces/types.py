@@ -1,0 +1,45 @@
+"""Small frozen records that flow between detection, tracking and rendering.
+
+Conventions: frames are RGB, ``HxWx3``; coordinates are frame pixels, x right,
+y down; landmarks are the five ArcFace points in insightface order (left eye,
+right eye, nose tip, left mouth corner, right mouth corner, "left" as seen in
+the picture).  Embeddings are L2-normalised float32 vectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class Face:
+    """One detected face in one frame."""
+
+    box: np.ndarray  # (4,) float32: x1, y1, x2, y2
+    landmarks: np.ndarray  # (5, 2) float32
+    score: float
+    embedding: np.ndarray | None = None  # (D,) float32, L2-normalised, recognizer space
+
+    def __post_init__(self) -> None:
+        if np.shape(self.box) != (4,):
+            raise ValueError(f"Face.box must have shape (4,), got {np.shape(self.box)}")
+        if np.shape(self.landmarks) != (5, 2):
+            raise ValueError(f"Face.landmarks must have shape (5, 2), got {np.shape(self.landmarks)}")
+
+    @property
+    def area(self) -> float:
+        x1, y1, x2, y2 = (float(v) for v in self.box)
+        return max(0.0, x2 - x1) * max(0.0, y2 - y1)
+
+
+@dataclass(frozen=True, eq=False)
+class FaceTask:
+    """What to render for one face in one frame: where it is and whom it becomes."""
+
+    track_id: int
+    identity: str  # name of the source identity in the job spec
+    box: np.ndarray  # (4,) float32
+    landmarks: np.ndarray  # (5, 2) float32, smoothed when tracking smooths
+    extra: dict = field(default_factory=dict)  # optional per-task data (e.g. dense landmarks)
