@@ -164,6 +164,8 @@ def _local_tmp_name(path: str) -> str:
 
 def publish_file(src_path: str | os.PathLike[str], url: str) -> None:
     """Copy the local file ``src_path`` to ``url`` atomically."""
+    if not os.path.isfile(src_path):
+        raise StorageError(os.fspath(src_path), "not found (nothing to publish)")
     try:
         if is_local(url):
             dest = local_path(url)
