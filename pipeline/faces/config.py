@@ -1,0 +1,66 @@
+"""Typed options of the face stages: which faces to replace, and how to render them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from pipeline.configbase import Frozen
+
+
+class SelectionConfig(Frozen):
+    """Which target faces are replaced, and by whom.
+
+    - ``all``: every detected face becomes ``source``.
+    - ``largest``: only the largest face of each frame becomes ``source``.
+    - ``reference``: each target face is compared (cosine similarity of recognizer
+      embeddings) to the reference identities; a face that reaches ``threshold`` for
+      its best reference becomes ``references[reference]``.  Within one frame each
+      reference is given to at most one face (optimal assignment), so several people
+      in one shot each get their own source.
+
+    ``threshold`` lives in the recognizer's space.  Defaults that separate same-person
+    from different-person pairs: ArcFace w600k_r50 0.35 (insightface's usual 0.3-0.4);
+    SFace 0.363 (OpenCV's published threshold; measured same person across frames
+    >= 0.7, different people <= 0.36), so 0.35-0.5 is safe for SFace too.
+    """
+
+    mode: Literal["all", "largest", "reference"] = "all"
+    source: str | None = None
+    references: dict[str, str] = Field(default_factory=dict)
+    threshold: float = Field(default=0.35, ge=-1.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _check(self) -> SelectionConfig:
+        # a missing ``source`` in mode all/largest is allowed here (a job spec with one
+        # identity fills it in); check_selection rejects it before any frame is processed
+        if self.mode == "reference" and not self.references:
+            raise ValueError(
+                "selection mode 'reference' needs 'references' (reference identity -> source identity)"
+            )
+        return self
+
+    def identity_names(self) -> set[str]:
+        """Every identity name this selection refers to (references and sources)."""
+        names = set(self.references) | set(self.references.values())
+        if self.source:
+            names.add(self.source)
+        return names
+
+
+class FaceConfig(Frozen):
+    """How selected faces are rendered.
+
+    ``mask_erode`` and ``mask_blur`` are fractions of the swapper crop size: the paste
+    mask's border is pulled in by ``mask_erode`` and feathered with a Gaussian of sigma
+    ``mask_blur``.  ``batch_size`` bounds how many faces go through a model call.
+    """
+
+    enhance: bool = False
+    enhance_blend: float = Field(default=0.8, ge=0.0, le=1.0)
+    occlusion: bool = False
+    color_match: bool = True
+    mask_erode: float = Field(default=0.05, ge=0.0, le=0.4)
+    mask_blur: float = Field(default=0.08, ge=0.0, le=0.5)
+    batch_size: int = Field(default=8, ge=1, le=1024)

@@ -1,0 +1,107 @@
+"""Source identities: who a target face becomes.
+
+An identity is one or more images of one person.  Its embedding is the normalised mean
+of the embeddings of its faces (one face per image).  An image without a face is an
+error; an image with several faces needs ``face_index`` (faces are numbered left to
+right by the left edge of their box, from 0).  The first image's face is the one the
+weight-free built-in swapper pastes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+
+from pipeline import storage
+from pipeline.errors import FaceError, StorageError
+from pipeline.faces.types import Face
+
+if TYPE_CHECKING:
+    from pipeline.models.loader import FaceModels
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, eq=False)
+class Identity:
+    """One source person, ready for selection (embedding) and swapping (source face)."""
+
+    name: str
+    embedding: np.ndarray  # (D,) float32, L2-normalised, recognizer space
+    source_rgb: np.ndarray  # HxWx3 uint8, the first image
+    source_landmarks: np.ndarray  # (5, 2) float32 in source_rgb
+    source_box: np.ndarray  # (4,) float32 in source_rgb
+
+
+def load_identity(
+    name: str, image_urls: Sequence[str], models: FaceModels, *, face_index: int | None = None
+) -> Identity:
+    """Read the images at ``image_urls`` (any storage URL) and build the identity ``name``.
+
+    Raises :class:`FaceError` naming the image when it has no face, or several faces and
+    no ``face_index``; :class:`StorageError` when an image cannot be read or decoded.
+    """
+    if not image_urls:
+        raise FaceError(name, "an identity needs at least one image")
+    images = [(url, read_rgb(url)) for url in image_urls]
+    return identity_from_images(name, images, models, face_index=face_index)
+
+
+def identity_from_images(
+    name: str,
+    images: Sequence[tuple[str, np.ndarray]],
+    models: FaceModels,
+    *,
+    face_index: int | None = None,
+) -> Identity:
+    """Like :func:`load_identity` for images already in memory: ``(where, rgb uint8)`` pairs."""
+    if not images:
+        raise FaceError(name, "an identity needs at least one image")
+    embeddings, first = [], None
+    for where, rgb in images:
+        face = pick_face(models.detector.detect(rgb), where, face_index)
+        embeddings.append(models.recognizer.embed(rgb, [face])[0])
+        if first is None:
+            first = (rgb, face)
+    assert first is not None
+    mean = np.mean(np.stack(embeddings), axis=0)
+    norm = float(np.linalg.norm(mean))
+    if norm < 1e-6:
+        raise FaceError(name, "the faces of this identity's images cancel out (no common identity)")
+    rgb, face = first
+    log.info("identity %s from %d image(s)", name, len(images))
+    return Identity(
+        name=name,
+        embedding=(mean / norm).astype(np.float32),
+        source_rgb=rgb,
+        source_landmarks=np.asarray(face.landmarks, dtype=np.float32),
+        source_box=np.asarray(face.box, dtype=np.float32),
+    )
+
+
+def pick_face(faces: Sequence[Face], where: str, face_index: int | None) -> Face:
+    """The face of a source image: the only one, or ``face_index`` counted left to right."""
+    if not faces:
+        raise FaceError(where, "no face found in this source image")
+    ordered = sorted(faces, key=lambda f: float(f.box[0]))
+    if face_index is None:
+        if len(ordered) > 1:
+            raise FaceError(where, f"{len(ordered)} faces found; choose one with face_index (0 = leftmost)")
+        return ordered[0]
+    if not 0 <= face_index < len(ordered):
+        raise FaceError(where, f"face_index {face_index} out of range: {len(ordered)} face(s) found")
+    return ordered[face_index]
+
+
+def read_rgb(url: str) -> np.ndarray:
+    """Decode an image file at a storage URL to RGB uint8."""
+    data = storage.read_bytes(url)
+    image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
+    if image is None:
+        raise StorageError(url, "not a readable image (JPEG, PNG, TIFF, WebP ...)")
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
