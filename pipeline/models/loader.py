@@ -1,0 +1,94 @@
+"""Build the role objects of a verified pack: one runner (session) per model file.
+
+The class of each entry is chosen by its declared ``kind``, never by tensor
+shapes.  Classes are imported only for the kinds a pack uses, so a pack of
+studio models never imports the embedded pack's modules and vice versa.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.errors import ModelPackError
+from pipeline.models.pack import ModelEntry, ModelPack
+from pipeline.models.runner import ExecutionConfig, Runner, make_runner
+
+log = logging.getLogger(__name__)
+
+KIND_CLASSES: dict[str, tuple[str, str]] = {
+    "scrfd": ("pipeline.models.scrfd", "ScrfdDetector"),
+    "yunet": ("pipeline.models.yunet", "YunetDetector"),
+    "retinaface": ("pipeline.models.retinaface", "RetinaFaceDetector"),
+    "arcface": ("pipeline.models.arcface", "ArcFaceRecognizer"),
+    "sface": ("pipeline.models.sface", "SFaceRecognizer"),
+    "inswapper": ("pipeline.models.inswapper", "InSwapper"),
+    "builtin": ("pipeline.models.builtin_swapper", "BuiltinSwapper"),
+    "gfpgan": ("pipeline.models.gfpgan", "GfpganEnhancer"),
+    "xseg": ("pipeline.models.xseg", "XsegOccluder"),
+}
+"""kind -> (module, class); every class is constructed as ``Cls(runner, entry)``."""
+
+
+@dataclass
+class FaceModels:
+    """The warm role objects of one pack (built once per actor, never per frame)."""
+
+    detector: Any
+    recognizer: Any
+    swapper: Any
+    enhancer: Any | None
+    occluder: Any | None
+    pack: ModelPack
+    providers: dict[str, list[str]] = field(default_factory=dict)
+    """role -> providers its session really runs on (``get_providers()``)."""
+    warnings: list[str] = field(default_factory=list)
+    """Fallbacks and install problems, for job stats."""
+
+
+def role_class(kind: str) -> Callable[[Runner | None, ModelEntry], Any]:
+    """The class that implements ``kind``."""
+    try:
+        module_name, class_name = KIND_CLASSES[kind]
+    except KeyError:
+        raise ModelPackError(kind, f"no class implements kind {kind!r}") from None
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def load_face_models(pack: ModelPack, execution: ExecutionConfig) -> FaceModels:
+    """Create one runner per model file of ``pack`` and the role object around it."""
+    built: dict[str, Any] = {}
+    providers: dict[str, list[str]] = {}
+    warnings: list[str] = []
+    for entry in pack.manifest.models:
+        runner = make_runner(pack.path(entry.role), execution) if entry.file is not None else None
+        if runner is not None:
+            providers[entry.role] = list(runner.providers)
+            warnings.extend(w for w in runner.warnings if w not in warnings)
+        built[entry.role] = role_class(entry.kind)(runner, entry)
+    for role in ("detector", "recognizer", "swapper"):
+        if role not in built:
+            raise ModelPackError(pack.url, f"pack has no {role}")
+    swapper_entry = pack.entry("swapper")
+    recognizer_dim = getattr(built["recognizer"], "dim", None)
+    if swapper_entry is not None and swapper_entry.kind == "inswapper" and recognizer_dim != 512:
+        recognizer_entry = pack.entry("recognizer")
+        raise ModelPackError(
+            pack.url,
+            f"swapper inswapper needs 512-d ArcFace embeddings, but recognizer "
+            f"{recognizer_entry.kind if recognizer_entry else '?'} gives {recognizer_dim}-d ones",
+        )
+    log.info("face models of pack %s (%s) on %s", pack.manifest.name, pack.hash[:12], providers)
+    return FaceModels(
+        detector=built["detector"],
+        recognizer=built["recognizer"],
+        swapper=built["swapper"],
+        enhancer=built.get("enhancer"),
+        occluder=built.get("occluder"),
+        pack=pack,
+        providers=providers,
+        warnings=warnings,
+    )

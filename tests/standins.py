@@ -1,0 +1,554 @@
+"""Stand-in ONNX models with the production I/O of each role, built with ``onnx.helper``.
+
+No package ships inswapper_128, GFPGAN or 512-d ArcFace weights, so tests and
+benchmarks use generated graphs with the exact input/output names, shapes and
+value ranges of the production files:
+
+* tiny ones (kilobytes, milliseconds) for contract and backend tests, with
+  behaviour a test can predict (the swapper returns its target, the enhancer
+  returns its input, the occluder returns the grey level, the detector fires
+  on bright squares);
+* production-cost ones (``size="production"``) with about the parameter count
+  and FLOPs of the real models, to measure what a frame costs on a machine.
+
+``write_pack`` writes a complete pack folder with ``manifest.json``.
+Run ``python -m tests.standins --bench DIR`` to write the production-cost
+models into DIR and time one call of each on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+Size = Literal["tiny", "production"]
+OPSET = 17
+ARCFACE_112 = np.array(
+    [[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366], [41.5493, 92.3655], [70.7299, 92.2041]],
+    dtype=np.float32,
+)
+
+
+class GraphBuilder:
+    """Tiny helper over onnx.helper that also counts parameters and multiply-adds."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.rng = np.random.default_rng(seed)
+        self.params = 0
+        self.macs = 0
+        self._n = 0
+
+    def name(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}_{self._n}"
+
+    def const(self, value: np.ndarray, prefix: str = "c") -> str:
+        name = self.name(prefix)
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def weight(self, shape: Sequence[int], fan_in: int, prefix: str = "w") -> str:
+        self.params += int(np.prod(shape))
+        w = self.rng.standard_normal(size=tuple(shape), dtype=np.float32) * np.float32(1.0 / np.sqrt(fan_in))
+        return self.const(w, prefix)
+
+    def op(self, op_type: str, inputs: Sequence[str], n_out: int = 1, **attrs: Any) -> str:
+        outs = [self.name(op_type.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), outs, **attrs))
+        return outs[0]
+
+    def conv(
+        self, x: str, cin: int, cout: int, k: int, hw_out: tuple[int, int], stride: int = 1, relu: bool = True
+    ) -> str:
+        w = self.weight((cout, cin, k, k), cin * k * k)
+        b = self.const(np.zeros(cout, np.float32), "b")
+        self.params += cout
+        self.macs += cin * cout * k * k * hw_out[0] * hw_out[1]
+        y = self.op("Conv", [x, w, b], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
+        return self.op("Relu", [y]) if relu else y
+
+    def gemm(self, x: str, cin: int, cout: int) -> str:
+        w = self.weight((cin, cout), cin)
+        b = self.const(np.zeros(cout, np.float32), "b")
+        self.params += cout
+        self.macs += cin * cout
+        return self.op("Gemm", [x, w, b])
+
+    def model(
+        self, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto], name: str
+    ) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.inits)
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="recast-standins"
+        )
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        return model
+
+
+def _vi(name: str, shape: Sequence[int | str | None]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+
+def _save(model: onnx.ModelProto, path: str, stats: dict[str, Any]) -> dict[str, Any]:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    onnx.save(model, path)
+    return {"path": path, **stats}
+
+
+# --------------------------------------------------------------------------- detector (SCRFD det_10g I/O)
+SCRFD_STRIDES = (8, 16, 32)
+SCRFD_TINY_KPS = np.array([[0.3, 0.4], [0.7, 0.4], [0.5, 0.6], [0.35, 0.8], [0.65, 0.8]], np.float32)
+"""Where the tiny SCRFD stand-in puts the 5 landmarks, as fractions of its box."""
+SCRFD_OUTPUT_NAMES = ("448", "471", "494", "451", "474", "497", "454", "477", "500")
+
+
+def scrfd(
+    path: str,
+    size: Size = "tiny",
+    *,
+    batched: bool = False,
+    score_gain: float = 12.0,
+    box: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0),
+) -> dict[str, Any]:
+    """SCRFD-style detector: input ``input.1`` [1,3,?,?], 9 outputs (scores, boxes, kps x 3 strides).
+
+    Tiny: fires only at stride 32, where the mean normalised brightness of a
+    32x32 cell of the letterboxed input is above ~0.5
+    (``sigmoid(gain*(mean-0.5))``); the box is that cell and the keypoints
+    sit at ``SCRFD_TINY_KPS`` (fractions of the cell).  So a white 32x32
+    square aligned to the 32 px grid of the input is one "face" whose box is
+    the square.  ``box`` = (left, top, right, bottom) distances from the
+    anchor centre in strides; larger boxes overlap their neighbours (NMS).
+    ``batched`` = dynamic batch and [N, anchors, k] outputs (otherwise [anchors, k]
+    with batch fixed at 1, like det_10g).
+    Production: a conv backbone with about det_10g's cost at 640x640.
+    """
+    g = GraphBuilder(seed=1)
+    batch: int | str = "N" if batched else 1
+    x = "input.1"
+    feats: dict[int, tuple[str, int]] = {}
+    if size == "tiny":
+        for stride in SCRFD_STRIDES:
+            pooled = g.op("AveragePool", [x], kernel_shape=[stride, stride], strides=[stride, stride])
+            mean = g.op("ReduceMean", [pooled], axes=[1], keepdims=1)
+            feats[stride] = (mean, 1)
+    else:
+        y = g.conv(x, 3, 32, 3, (320, 320), stride=2)
+        y = g.conv(y, 32, 64, 3, (160, 160), stride=2)
+        y = g.conv(y, 64, 64, 3, (160, 160))
+        s8 = g.conv(g.conv(y, 64, 128, 3, (80, 80), stride=2), 128, 128, 3, (80, 80))
+        s16 = g.conv(g.conv(s8, 128, 256, 3, (40, 40), stride=2), 256, 256, 3, (40, 40))
+        s32 = g.conv(s16, 256, 256, 3, (20, 20), stride=2)
+        feats = {
+            8: (g.conv(s8, 128, 128, 3, (80, 80)), 128),
+            16: (g.conv(s16, 256, 256, 3, (40, 40)), 256),
+            32: (g.conv(s32, 256, 256, 3, (20, 20)), 256),
+        }
+    shape_tail = [0, -1] if batched else [-1]
+    outs: dict[str, list[str]] = {"scores": [], "boxes": [], "kps": []}
+    for stride in SCRFD_STRIDES:
+        feat, ch = feats[stride]
+        hw = (640 // stride, 640 // stride)
+        if size == "tiny":
+            if stride == 32:
+                logits = g.op(
+                    "Mul", [g.op("Sub", [feat, g.const(np.float32(0.5))]), g.const(np.float32(score_gain))]
+                )
+            else:
+                logits = g.op(
+                    "Add", [g.op("Mul", [feat, g.const(np.float32(0.0))]), g.const(np.float32(-20.0))]
+                )
+            score2 = g.op("Concat", [logits, logits], axis=1)
+            zero = g.op("Mul", [feat, g.const(np.float32(0.0))])
+            # Distances from the anchor centre (the cell's top-left corner) in strides:
+            # the box is the cell itself, the keypoints sit inside it in anatomical order.
+            box8 = g.op(
+                "Add",
+                [
+                    zero,
+                    g.const(np.tile(np.array(box, np.float32).reshape(1, 4, 1, 1), (1, 2, 1, 1))),
+                ],
+            )
+            kp20 = g.op("Add", [zero, g.const(np.tile(SCRFD_TINY_KPS.reshape(1, 10, 1, 1), (1, 2, 1, 1)))])
+        else:
+            score2 = g.conv(feat, ch, 2, 1, hw, relu=False)
+            box8 = g.conv(feat, ch, 8, 1, hw, relu=False)
+            kp20 = g.conv(feat, ch, 20, 1, hw, relu=False)
+        for key, t, k in (("scores", g.op("Sigmoid", [score2]), 1), ("boxes", box8, 4), ("kps", kp20, 10)):
+            nhwc = g.op("Transpose", [t], perm=[0, 2, 3, 1])
+            outs[key].append(g.op("Reshape", [nhwc, g.const(np.array([*shape_tail, k], np.int64))]))
+    ordered = outs["scores"] + outs["boxes"] + outs["kps"]
+    for src, dst in zip(ordered, SCRFD_OUTPUT_NAMES, strict=True):
+        g.nodes.append(helper.make_node("Identity", [src], [dst]))
+    ks = [1, 1, 1, 4, 4, 4, 10, 10, 10]
+    out_vi = [
+        _vi(n, [batch, None, k] if batched else [None, k])
+        for n, k in zip(SCRFD_OUTPUT_NAMES, ks, strict=True)
+    ]
+    model = g.model([_vi(x, [batch, 3, None, None])], out_vi, "scrfd_standin")
+    return _save(model, path, {"params": g.params, "gflops_at_640": 2 * g.macs / 1e9})
+
+
+# --------------------------------------------------------------------------- recognizer (ArcFace w600k_r50 I/O)
+def arcface(
+    path: str, size: Size = "tiny", *, embedding_dim: int = 512, input_size: int = 112
+) -> dict[str, Any]:
+    """ArcFace-style recognizer: ``input.1`` [N,3,112,112] -> ``683`` [N,512] (not normalised).
+
+    Tiny: 8x8 average pool then a random Gemm (fixed seed), so the output
+    is a known linear function of the normalised crop.  Production: a
+    ResNet-ish stack with about w600k_r50's parameters and FLOPs.
+    """
+    g = GraphBuilder(seed=2)
+    x = "input.1"
+    if size == "tiny":
+        pooled = g.op("AveragePool", [x], kernel_shape=[8, 8], strides=[8, 8])
+        flat = g.op("Flatten", [pooled], axis=1)
+        cells = input_size // 8
+        y = g.gemm(flat, 3 * cells * cells, embedding_dim)
+    else:
+        y = g.conv(x, 3, 64, 3, (112, 112))
+        plan = [(64, 64, 56, 3), (64, 128, 28, 4), (128, 256, 14, 14), (256, 512, 7, 3)]
+        for cin, cout, hw, blocks in plan:
+            y = g.conv(y, cin, cout, 3, (hw, hw), stride=2)
+            for _ in range(blocks):
+                y = g.op(
+                    "Add",
+                    [y, g.conv(g.conv(y, cout, cout, 3, (hw, hw)), cout, cout, 3, (hw, hw), relu=False)],
+                )
+        flat = g.op("Flatten", [y], axis=1)
+        y = g.gemm(flat, 512 * 7 * 7, embedding_dim)
+    g.nodes.append(helper.make_node("Identity", [y], ["683"]))
+    model = g.model(
+        [_vi(x, ["None", 3, input_size, input_size])],
+        [_vi("683", ["None", embedding_dim])],
+        "arcface_standin",
+    )
+    return _save(model, path, {"params": g.params, "gflops": 2 * g.macs / 1e9})
+
+
+# --------------------------------------------------------------------------- swapper (inswapper_128 I/O)
+def inswapper(
+    path: str,
+    size: Size = "tiny",
+    *,
+    identity: bool = True,
+    batched: bool = False,
+    source_dim: int = 512,
+    target_size: int = 128,
+) -> dict[str, Any]:
+    """inswapper_128-style swapper: ``target`` [1,3,128,128] in [0,1] + ``source`` [1,512] -> ``output``.
+
+    The last initializer is ``emap`` (512x512), as in the production file.
+    Tiny ``identity=True`` returns ``target`` unchanged (plus 0 x source, so
+    both inputs are used); ``identity=False`` mixes a 3x3 conv of the target
+    with a projection of the source through a sigmoid (for backend tests).
+    Production: encoder, eight 1024-channel style-modulated convs at 32x32 and
+    a decoder: about 138 M parameters and 175 GFLOPs per face.
+    """
+    g = GraphBuilder(seed=3)
+    batch: int | str = "N" if batched else 1
+    if size == "tiny":
+        src_sum = g.op("ReduceSum", ["source", g.const(np.array([1], np.int64))], keepdims=1)
+        src4 = g.op("Unsqueeze", [src_sum, g.const(np.array([2, 3], np.int64))])
+        if identity:
+            y = g.op("Add", ["target", g.op("Mul", [src4, g.const(np.float32(0.0))])])
+        else:
+            conv = g.conv("target", 3, 3, 3, (target_size, target_size), relu=False)
+            proj = g.op("Unsqueeze", [g.gemm("source", source_dim, 3), g.const(np.array([2, 3], np.int64))])
+            y = g.op("Sigmoid", [g.op("Add", [conv, proj])])
+    else:
+        s = target_size
+        y = g.conv("target", 3, 128, 7, (s, s))
+        y = g.conv(y, 128, 256, 3, (s // 2, s // 2), stride=2)
+        y = g.conv(y, 256, 512, 3, (s // 4, s // 4), stride=2)
+        y = g.conv(y, 512, 1024, 3, (s // 4, s // 4))
+        style = g.op("Relu", [g.gemm("source", source_dim, 2048)])
+        for _ in range(5):
+            style = g.op("Relu", [g.gemm(style, 2048, 2048)])
+        for _ in range(8):
+            mod = g.gemm(style, 2048, 2048)
+            g.op("Split", [mod, g.const(np.array([1024, 1024], np.int64))], n_out=2, axis=1)
+            scale, shift = g.nodes[-1].output
+            scale4 = g.op("Unsqueeze", [scale, g.const(np.array([2, 3], np.int64))])
+            shift4 = g.op("Unsqueeze", [shift, g.const(np.array([2, 3], np.int64))])
+            h = g.conv(y, 1024, 1024, 3, (s // 4, s // 4), relu=False)
+            h = g.op("Add", [g.op("Mul", [h, g.op("Sigmoid", [scale4])]), shift4])
+            y = g.op("Add", [y, g.op("Relu", [h])])
+        y = g.conv(y, 1024, 256, 1, (s // 4, s // 4))
+        y = g.op("Resize", [y, "", g.const(np.array([1, 1, 2, 2], np.float32))], mode="nearest")
+        y = g.conv(y, 256, 128, 3, (s // 2, s // 2))
+        y = g.op("Resize", [y, "", g.const(np.array([1, 1, 2, 2], np.float32))], mode="nearest")
+        y = g.conv(y, 128, 64, 3, (s, s))
+        y = g.op("Sigmoid", [g.conv(y, 64, 3, 1, (s, s), relu=False)])
+    g.nodes.append(helper.make_node("Identity", [y], ["output"]))
+    # emap must be the LAST initializer: the swapper reads it from there.
+    emap = np.random.default_rng(7).standard_normal((512, 512), dtype=np.float32) / np.float32(np.sqrt(512))
+    g.inits.append(numpy_helper.from_array(emap, "emap"))
+    g.params += emap.size
+    model = g.model(
+        [_vi("target", [batch, 3, target_size, target_size]), _vi("source", [batch, source_dim])],
+        [_vi("output", [batch, 3, target_size, target_size])],
+        "inswapper_standin",
+    )
+    return _save(model, path, {"params": g.params, "gflops": 2 * g.macs / 1e9})
+
+
+# --------------------------------------------------------------------------- enhancer (GFPGAN 1.4 I/O)
+def gfpgan(path: str, size: Size = "tiny", *, input_size: int = 512, identity: bool = True) -> dict[str, Any]:
+    """GFPGAN-style enhancer: ``input`` [1,3,512,512] in [-1,1] -> ``output`` [1,3,512,512] in [-1,1].
+
+    Tiny: returns its input clipped to [-1,1] (an exact round trip through
+    the pre/post-processing); ``identity=False``: tanh of a random 3x3 conv.
+    Production: a U-Net-ish encoder/decoder with style modulation, about
+    GFPGANv1.4's ~85 M parameters (its FLOPs here, ~99 G, are an estimate).
+    """
+    g = GraphBuilder(seed=4)
+    s = input_size
+    if size == "tiny" and identity:
+        y = g.op("Clip", ["input", g.const(np.float32(-1.0)), g.const(np.float32(1.0))])
+    elif size == "tiny":
+        y = g.op("Tanh", [g.conv("input", 3, 3, 3, (s, s), relu=False)])
+    else:
+        chans = [32, 64, 128, 256, 512, 512, 512]
+        y = g.conv("input", 3, chans[0], 3, (s, s))
+        skips = []
+        for i in range(1, len(chans)):
+            hw = s >> i
+            y = g.conv(y, chans[i - 1], chans[i], 3, (hw, hw), stride=2)
+            y = g.conv(y, chans[i], chans[i], 3, (hw, hw))
+            skips.append((y, chans[i], hw))
+        # Style mapping from the pooled bottleneck, modulating every decoder level
+        # (GFPGAN's StyleGAN2 decoder is where most of its parameters live).
+        latent = g.op("Flatten", [g.op("GlobalAveragePool", [y])], axis=1)
+        style = g.op("Relu", [g.gemm(latent, 512, 4096)])
+        for _ in range(3):
+            style = g.op("Relu", [g.gemm(style, 4096, 4096)])
+        for i in range(len(chans) - 1, 0, -1):
+            y_skip, c, hw = skips[i - 1]
+            y = g.op("Add", [y, y_skip])
+            y = g.conv(y, c, c, 3, (hw, hw))
+            y = g.op("Resize", [y, "", g.const(np.array([1, 1, 2, 2], np.float32))], mode="nearest")
+            y = g.conv(y, c, chans[i - 1], 3, (hw * 2, hw * 2))
+            mod = g.op("Unsqueeze", [g.gemm(style, 4096, chans[i - 1]), g.const(np.array([2, 3], np.int64))])
+            y = g.op("Mul", [y, g.op("Sigmoid", [mod])])
+        y = g.op("Tanh", [g.conv(y, chans[0], 3, 3, (s, s), relu=False)])
+    g.nodes.append(helper.make_node("Identity", [y], ["output"]))
+    model = g.model([_vi("input", [1, 3, s, s])], [_vi("output", [1, 3, s, s])], "gfpgan_standin")
+    return _save(model, path, {"params": g.params, "gflops": 2 * g.macs / 1e9})
+
+
+# --------------------------------------------------------------------------- occluder (XSeg I/O)
+def xseg(
+    path: str, *, input_size: int = 256, channels_last: bool = True, identity: bool = True
+) -> dict[str, Any]:
+    """XSeg-style occluder: ``input`` [N,256,256,3] in [0,1] -> ``output`` [N,256,256,1].
+
+    Returns the grey level (mean of the channels), so a test knows the mask;
+    ``identity=False``: sigmoid of a random 3x3 conv (for backend tests).
+    ``channels_last=False`` builds a wrongly laid out NCHW model (contract tests).
+    """
+    g = GraphBuilder(seed=5)
+    s = input_size
+    axis = 3 if channels_last else 1
+    if identity:
+        y = g.op("ReduceMean", ["input"], axes=[axis], keepdims=1)
+    else:
+        nchw = g.op("Transpose", ["input"], perm=[0, 3, 1, 2])
+        mask = g.op("Sigmoid", [g.conv(nchw, 3, 1, 3, (s, s), relu=False)])
+        y = g.op("Transpose", [mask], perm=[0, 2, 3, 1])
+    g.nodes.append(helper.make_node("Identity", [y], ["output"]))
+    in_shape = ["N", s, s, 3] if channels_last else ["N", 3, s, s]
+    out_shape = ["N", s, s, 1] if channels_last else ["N", 1, s, s]
+    model = g.model([_vi("input", in_shape)], [_vi("output", out_shape)], "xseg_standin")
+    return _save(model, path, {"params": g.params})
+
+
+# --------------------------------------------------------------------------- packs
+PRODUCTION_FILES = {
+    "detector": ("scrfd", "det_10g.onnx"),
+    "recognizer": ("arcface", "w600k_r50.onnx"),
+    "swapper": ("inswapper", "inswapper_128.onnx"),
+    "enhancer": ("gfpgan", "GFPGANv1.4.onnx"),
+    "occluder": ("xseg", "xseg.onnx"),
+}
+CONTRACTS: dict[str, dict[str, Any]] = {
+    "detector": {"input_size": [640, 640], "score_threshold": 0.5, "nms_threshold": 0.4},
+    "recognizer": {"input_size": [112, 112]},
+    "swapper": {"input_size": [128, 128]},
+    "enhancer": {"input_size": [512, 512], "blend": 0.8},
+    "occluder": {"input_size": [256, 256]},
+}
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_model(role: str, path: str, size: Size = "tiny") -> dict[str, Any]:
+    """Write the stand-in for ``role`` at ``path``."""
+    if role == "detector":
+        return scrfd(path, size)
+    if role == "recognizer":
+        return arcface(path, size)
+    if role == "swapper":
+        return inswapper(path, size)
+    if role == "enhancer":
+        return gfpgan(path, size)
+    if role == "occluder":
+        return xseg(path)
+    raise ValueError(f"unknown role {role!r}")
+
+
+def write_manifest(
+    folder: str, entries: list[dict[str, Any]], name: str = "standin-pack", version: str = "1"
+) -> str:
+    """Write ``manifest.json`` for ``entries`` (sha256 filled in from the files when absent)."""
+    models = []
+    for entry in entries:
+        entry = dict(entry)
+        if entry.get("file") and "sha256" not in entry:
+            entry["sha256"] = sha256_of(os.path.join(folder, entry["file"]))
+        models.append(entry)
+    path = os.path.join(folder, "manifest.json")
+    with open(path, "w") as fh:
+        json.dump({"name": name, "version": version, "models": models}, fh, indent=1)
+    return path
+
+
+def write_pack(
+    folder: str,
+    roles: Sequence[str] = ("detector", "recognizer", "swapper", "enhancer", "occluder"),
+    size: Size = "tiny",
+) -> list[dict[str, Any]]:
+    """A complete stand-in pack (models + manifest) in ``folder``; returns the manifest entries."""
+    os.makedirs(folder, exist_ok=True)
+    entries = []
+    for role in roles:
+        kind, file = PRODUCTION_FILES[role]
+        write_model(role, os.path.join(folder, file), size)
+        entries.append({"role": role, "kind": kind, "file": file, "contract": CONTRACTS[role]})
+    write_manifest(folder, entries)
+    with open(os.path.join(folder, "manifest.json")) as fh:
+        return json.load(fh)["models"]
+
+
+def write_production_models(folder: str) -> dict[str, dict[str, Any]]:
+    """Write the production-cost stand-ins into ``folder`` once (kept between runs); their sizes."""
+    stats_path = os.path.join(folder, "standins-stats.json")
+    stats: dict[str, dict[str, Any]] = {}
+    if os.path.isfile(stats_path):
+        with open(stats_path) as fh:
+            stats = json.load(fh)
+    for role in ("detector", "recognizer", "swapper", "enhancer"):
+        file = PRODUCTION_FILES[role][1]
+        path = os.path.join(folder, file)
+        if role in stats and os.path.isfile(path):
+            continue
+        info = write_model(role, path, "production")
+        stats[role] = {k: v for k, v in info.items() if k != "path"}
+        stats[role]["mb"] = round(os.path.getsize(path) / 1e6, 1)
+        with open(stats_path, "w") as fh:
+            json.dump(stats, fh)
+    return stats
+
+
+def _bench(folder: str, repeats: int, threads: int = 0) -> None:
+    """Time one call of each role class on the production-cost stand-ins.
+
+    Wall milliseconds (median and best) and process CPU milliseconds (all
+    threads): on a shared machine the CPU figure is the steadier one.
+    """
+    from pipeline.faces.types import Face
+    from pipeline.models.runner import ExecutionConfig, make_runner
+
+    stats = write_production_models(folder)
+    config = ExecutionConfig(intra_op_threads=threads)
+    from pipeline.models.pack import ModelEntry
+
+    rng = np.random.default_rng(0)
+    frame = rng.integers(0, 255, (720, 1280, 3), dtype=np.uint8)
+    results: dict[str, Any] = {}
+    for role, (kind, file) in PRODUCTION_FILES.items():
+        if role not in stats:
+            continue
+        entry = ModelEntry(role=role, kind=kind, file=file, sha256="0" * 64, contract=CONTRACTS[role])
+        runner = make_runner(os.path.join(folder, file), config)
+        if role == "detector":
+            from pipeline.models.scrfd import ScrfdDetector
+
+            model = ScrfdDetector(runner, entry)
+            call = functools.partial(model.detect, frame)
+        elif role == "recognizer":
+            from pipeline.models.arcface import ArcFaceRecognizer
+
+            rec = ArcFaceRecognizer(runner, entry)
+            face = Face(
+                box=np.array([500, 200, 700, 450], np.float32),
+                landmarks=ARCFACE_112 * 2 + [450, 200],
+                score=1.0,
+            )
+            call = functools.partial(rec.embed, frame, [face])
+        elif role == "swapper":
+            from pipeline.models.inswapper import InSwapper
+
+            sw = InSwapper(runner, entry)
+            latent = sw.latent_from_embedding(rng.standard_normal(512).astype(np.float32))
+            crops = rng.integers(0, 255, (1, 128, 128, 3), dtype=np.uint8)
+            call = functools.partial(sw.swap, crops, [latent])
+        else:
+            from pipeline.models.gfpgan import GfpganEnhancer
+
+            en = GfpganEnhancer(runner, entry)
+            crops512 = rng.integers(0, 255, (1, 512, 512, 3), dtype=np.uint8)
+            call = functools.partial(en.enhance, crops512)
+        call()  # warm-up
+        times, cpu = [], []
+        for _ in range(repeats):
+            t0, c0 = time.perf_counter(), time.process_time()
+            call()
+            times.append((time.perf_counter() - t0) * 1000)
+            cpu.append((time.process_time() - c0) * 1000)
+        results[role] = {
+            **stats[role],
+            "ms_median": round(float(np.median(times)), 1),
+            "ms_min": round(min(times), 1),
+            "cpu_ms_median": round(float(np.median(cpu)), 1),
+        }
+        del runner
+    print(json.dumps(results, indent=1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--bench", metavar="DIR", help="write production-cost stand-ins into DIR and time them"
+    )
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0 = all cores)"
+    )
+    args = parser.parse_args()
+    if args.bench:
+        _bench(args.bench, args.repeats, args.threads)
+
+
+if __name__ == "__main__":
+    main()
