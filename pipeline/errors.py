@@ -12,7 +12,17 @@ class RecastError(Exception):
     """Base class of every error Recast raises on purpose."""
 
 
-class StorageError(RecastError):
+class _TwoPartError(RecastError):
+    """An error built from (subject, reason); pickles with both so it crosses process
+    boundaries intact (Ray re-raises an actor's exception in the driver by unpickling it)."""
+
+    _subject = "url"  # name of the first constructor argument
+
+    def __reduce__(self):  # type: ignore[override]
+        return (type(self), (getattr(self, self._subject), self.reason))
+
+
+class StorageError(_TwoPartError):
     """A URL could not be read, written, listed or published."""
 
     def __init__(self, url: str, reason: str) -> None:
@@ -21,7 +31,7 @@ class StorageError(RecastError):
         self.reason = reason
 
 
-class MediaError(RecastError):
+class MediaError(_TwoPartError):
     """A media file cannot be probed, decoded or encoded as asked."""
 
     def __init__(self, url: str, reason: str) -> None:
@@ -30,8 +40,10 @@ class MediaError(RecastError):
         self.reason = reason
 
 
-class SpecError(RecastError):
+class SpecError(_TwoPartError):
     """A job spec or config value is invalid; ``field`` is its dotted path."""
+
+    _subject = "field"
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}")
@@ -39,8 +51,10 @@ class SpecError(RecastError):
         self.reason = reason
 
 
-class ModelPackError(RecastError):
+class ModelPackError(_TwoPartError):
     """A model pack is missing a file, fails its checksum or breaks a contract."""
+
+    _subject = "where"
 
     def __init__(self, where: str, reason: str) -> None:
         super().__init__(f"{where}: {reason}")
@@ -48,8 +62,10 @@ class ModelPackError(RecastError):
         self.reason = reason
 
 
-class FaceError(RecastError):
+class FaceError(_TwoPartError):
     """A source image has no usable face, or an ambiguous one."""
+
+    _subject = "where"
 
     def __init__(self, where: str, reason: str) -> None:
         super().__init__(f"{where}: {reason}")

@@ -1,0 +1,127 @@
+"""Frame-exact range decoding.
+
+Frames ``[a, b)`` are addressed by index into ``VideoInfo.pts``.  We seek to the
+keyframe at or before ``a`` and discard until ``pts[a]``; on open-GOP sources a
+seek can land after the target (leading B-frames of a non-IDR I-frame are
+dropped), so we re-seek one keyframe earlier until the target is covered.
+
+Layout: ``Frame.rgb`` is ``H x W x 3`` RGB, ``uint8`` for 8-bit sources and
+``uint16`` spanning the full 16-bit scale (``rgb48``) for deeper sources.  YUV is
+converted with the source's own matrix and range (``pipeline.colour``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import av
+import numpy as np
+from av.video.reformatter import VideoReformatter
+
+from pipeline.colour import sws_matrix, sws_range
+from pipeline.errors import MediaError
+from pipeline.probe import VideoInfo, open_container, video_stream
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, eq=False)
+class Frame:
+    """One decoded source frame: its index in the source, its source pts, its pixels."""
+
+    index: int
+    pts: int
+    rgb: np.ndarray
+
+
+def rgb_format(info: VideoInfo) -> str:
+    """The RGB layout frames of this source decode to (``rgb24`` or ``rgb48le``)."""
+    return "rgb24" if info.bit_depth <= 8 else "rgb48le"
+
+
+def decode_range(url: str, info: VideoInfo, start: int, end: int) -> Iterator[Frame]:
+    """Yield exactly frames ``[start, end)`` of the source, in order.
+
+    Raises MediaError naming ``url`` if the source cannot deliver them (truncated
+    or corrupt: the message says how many frames were decodable).
+    """
+    if not (0 <= start < end <= info.frame_count):
+        raise MediaError(url, f"frame range [{start}, {end}) outside 0-{info.frame_count}")
+    want = info.pts[start:end]
+    stop_pts = info.pts[end] if end < info.frame_count else None
+    matrix = sws_matrix(info.colorspace, info.height)
+    colour_range = sws_range(info.color_range, info.pix_fmt)
+    fmt = rgb_format(info)
+    reformatter = VideoReformatter()
+    # Index into info.keyframes of the keyframe at or before `start`.
+    k = bisect.bisect_right(info.keyframes, start) - 1
+    with open_container(url) as container:
+        stream = video_stream(url, container)
+        stream.thread_type = "AUTO"
+        for other in container.streams:
+            if other.index != stream.index:
+                other.discard = av.stream.Discard.all  # never read audio/data bytes
+        while True:
+            seek_pts = info.pts[info.keyframes[k]] if k >= 0 else None
+            frames = _decode_from(url, container, stream, seek_pts)
+            first = next(frames, None)
+            if first is None:
+                raise MediaError(url, f"truncated or corrupt: no frame decodable after frame {start}")
+            if first.pts is not None and first.pts > want[0]:
+                if k < 0:
+                    raise MediaError(url, f"frame {start} (pts {want[0]}) cannot be decoded")
+                log.debug("%s: seek landed at pts %s after %s; seeking earlier", url, first.pts, want[0])
+                k -= 1
+                continue
+            break
+        produced = 0
+        for frame in _chain(first, frames):
+            if frame.pts is None:
+                raise MediaError(url, "decoded frame has no timestamp")
+            if frame.pts < want[0]:
+                continue
+            if stop_pts is not None and frame.pts >= stop_pts:
+                break
+            if produced >= len(want) or frame.pts != want[produced]:
+                expected = want[produced] if produced < len(want) else "none"
+                raise MediaError(
+                    url, f"frame {start + produced}: decoded pts {frame.pts}, index says {expected}"
+                )
+            rgb = reformatter.reformat(
+                frame,
+                format=fmt,
+                src_colorspace=matrix,
+                src_color_range=colour_range,
+                dst_color_range="JPEG",
+            ).to_ndarray()
+            yield Frame(index=start + produced, pts=frame.pts, rgb=rgb)
+            produced += 1
+            if produced == len(want):
+                break
+        if produced < len(want):
+            raise MediaError(
+                url,
+                f"truncated or corrupt: only {start + produced} of {info.frame_count} frames are decodable",
+            )
+
+
+def _chain(first: av.VideoFrame, rest: Iterator[av.VideoFrame]) -> Iterator[av.VideoFrame]:
+    yield first
+    yield from rest
+
+
+def _decode_from(
+    url: str, container: av.container.InputContainer, stream: av.VideoStream, seek_pts: int | None
+) -> Iterator[av.VideoFrame]:
+    """Decoded frames from the keyframe at or before ``seek_pts`` (the start if None)."""
+    try:
+        container.seek(seek_pts if seek_pts is not None else 0, stream=stream, backward=True)
+        stream.codec_context.flush_buffers()
+        for packet in container.demux(stream):
+            yield from packet.decode()  # type: ignore[misc]
+    except (av.error.FFmpegError, OSError) as exc:
+        log.warning("%s: decode stopped: %s", url, exc)
+        return

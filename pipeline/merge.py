@@ -1,0 +1,203 @@
+"""Join encoded segments by stream copy into the final deliverable.
+
+Nothing is re-encoded: video packets are copied with their timestamps rebased
+from each segment's start to the source pts of that chunk's first frame, and
+every source audio stream is copied once, whole (AAC pieces cannot be joined by
+copy: each would start with its own priming).  The file is written locally (MP4
+and MOV need a seekable output) and then published atomically, so a failed
+merge leaves nothing at the destination.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import av
+
+from pipeline import storage
+from pipeline.errors import MediaError, SpecError
+from pipeline.probe import VideoInfo, open_container, video_stream
+
+log = logging.getLogger(__name__)
+
+CONTAINERS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
+
+
+@dataclass(frozen=True)
+class MergeStats:
+    """What the merge wrote: video frames, bytes of the output file, wall seconds."""
+
+    frames: int
+    bytes: int
+    seconds: float
+
+
+def output_format(out_url: str) -> str:
+    """The muxer for ``out_url``'s extension (.mp4, .mov, .mkv)."""
+    ext = os.path.splitext(out_url.split("?", 1)[0])[1].lower()
+    if ext not in CONTAINERS:
+        raise SpecError(
+            "output", f"{out_url}: unsupported container {ext or '(none)'}; use .mp4, .mov or .mkv"
+        )
+    return CONTAINERS[ext]
+
+
+def _segment_pts(url: str, path: str) -> tuple[Fraction, list[int]]:
+    """A segment's time base and its frames' pts in presentation order."""
+    with open_container(path) as container:
+        stream = video_stream(url, container)
+        pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None and p.size)
+        return Fraction(stream.time_base.numerator, stream.time_base.denominator), pts
+
+
+def merge_segments(
+    segment_urls: Sequence[str], info: VideoInfo, out_url: str, *, audio_source_url: str | None
+) -> MergeStats:
+    """Stream-copy ``segment_urls`` (in chunk order) plus the source audio into ``out_url``.
+
+    Output timestamps equal the source's: segment ``i``'s frames get the source
+    pts of frames ``[offset_i, offset_i + n_i)``.  Raises MediaError if the
+    segments do not add up to the source's frames or their headers differ
+    (they could not be played as one stream).
+    """
+    started = time.perf_counter()
+    fmt = output_format(out_url)
+    if not segment_urls:
+        raise MediaError(out_url, "no segments to merge")
+    with contextlib.ExitStack() as stack:
+        paths = [stack.enter_context(storage.fetched(u, suffix=os.path.splitext(u)[1])) for u in segment_urls]
+        tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="recast-merge-"))
+        local_out = os.path.join(tmpdir, "out" + os.path.splitext(out_url)[1])
+
+        # First pass: each segment's timestamps, to rebase exactly onto the source's.
+        shifts: list[Fraction] = []
+        offset = 0
+        for url, path in zip(segment_urls, paths, strict=True):
+            seg_tb, seg_pts = _segment_pts(url, path)
+            n = len(seg_pts)
+            if not n or offset + n > info.frame_count:
+                raise MediaError(
+                    url, f"segment has {n} frames; frames {offset}+ exceed the source's {info.frame_count}"
+                )
+            shift = info.pts[offset] * info.time_base - seg_pts[0] * seg_tb
+            rebased = [p * seg_tb + shift for p in seg_pts]
+            if rebased != [p * info.time_base for p in info.pts[offset : offset + n]]:
+                raise MediaError(
+                    url, f"segment timestamps do not match source frames {offset}-{offset + n - 1}"
+                )
+            shifts.append(shift)
+            offset += n
+        if offset != info.frame_count:
+            raise MediaError(out_url, f"segments hold {offset} frames, the source has {info.frame_count}")
+
+        try:
+            frames = _write(local_out, fmt, segment_urls, paths, shifts, info, audio_source_url)
+        except (av.error.FFmpegError, OSError) as exc:
+            raise MediaError(out_url, f"merge failed: {exc}") from exc
+        size = os.path.getsize(local_out)
+        storage.publish_file(local_out, out_url)
+    seconds = time.perf_counter() - started
+    log.info(
+        "merged %d segments into %s: %d frames, %d bytes, %.2f s", len(paths), out_url, frames, size, seconds
+    )
+    return MergeStats(frames=frames, bytes=size, seconds=seconds)
+
+
+def _write(
+    local_out: str,
+    fmt: str,
+    segment_urls: Sequence[str],
+    paths: Sequence[str],
+    shifts: Sequence[Fraction],
+    info: VideoInfo,
+    audio_source_url: str | None,
+) -> int:
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(av.open(local_out, mode="w", format=fmt))
+        first = stack.enter_context(open_container(paths[0]))
+        template = video_stream(segment_urls[0], first)
+        extradata = template.codec_context.extradata
+        out_video = out.add_stream_from_template(template)
+        out_video.time_base = info.time_base
+        # The muxer derives the tmcd track's rate from the stream rate; a template has none.
+        if info.frame_rate:
+            out_video.codec_context.framerate = info.frame_rate
+        if info.timecode:
+            out_video.metadata["timecode"] = info.timecode
+        audio_in: list[tuple[av.container.InputContainer, av.stream.Stream, av.stream.Stream]] = []
+        if audio_source_url and info.audio:
+            src = stack.enter_context(open_container(audio_source_url))
+            wanted = {a.index for a in info.audio}
+            for stream in src.streams:
+                if stream.index not in wanted:
+                    # The demuxer then skips the video's bytes instead of reading the whole
+                    # source (on S3 that is the difference between ~1/10 and all of the file).
+                    stream.discard = av.stream.Discard.all
+            for a in info.audio:
+                stream = src.streams[a.index]
+                audio_in.append((src, stream, out.add_stream_from_template(stream)))
+
+        def video_packets() -> Iterator[av.Packet]:
+            for url, path, shift in zip(segment_urls, paths, shifts, strict=True):
+                with open_container(path) as container:
+                    stream = video_stream(url, container)
+                    if stream.codec_context.extradata != extradata:
+                        raise MediaError(
+                            url, "codec headers differ from the first segment; cannot stream-copy"
+                        )
+                    seg_tb = stream.time_base
+                    for packet in container.demux(stream):
+                        if packet.size == 0 or packet.dts is None:
+                            continue
+                        packet.pts = _rebase(packet.pts, seg_tb, shift, info.time_base)
+                        packet.dts = _rebase(packet.dts, seg_tb, shift, info.time_base)
+                        packet.time_base = info.time_base
+                        packet.stream = out_video
+                        yield packet
+
+        def audio_packets(
+            container: av.container.InputContainer, stream: av.stream.Stream, out_stream: av.stream.Stream
+        ) -> Iterator[av.Packet]:
+            for packet in container.demux(stream):
+                if packet.size == 0 or packet.dts is None:
+                    continue
+                packet.stream = out_stream
+                yield packet
+
+        # Audio streams share one input; demux them one at a time (seek between) and
+        # interleave everything by decode time so the muxer never buffers much.
+        sources: list[Iterator[av.Packet]] = [video_packets()]
+        for src_container, stream, out_stream in audio_in:
+            sources.append(_materialise(audio_packets(src_container, stream, out_stream)))
+            src_container.seek(0)
+        frames = 0
+        for _, _, _, packet in heapq.merge(*(_keyed(i, s) for i, s in enumerate(sources))):
+            if packet.stream is out_video:
+                frames += 1
+            out.mux(packet)
+        return frames
+
+
+def _materialise(packets: Iterator[av.Packet]) -> Iterator[av.Packet]:
+    # Audio is small next to video; holding it lets several audio streams of one input interleave.
+    return iter(list(packets))
+
+
+def _keyed(order: int, packets: Iterator[av.Packet]) -> Iterator[tuple[Fraction, int, int, av.Packet]]:
+    for seq, packet in enumerate(packets):
+        yield packet.dts * packet.time_base, order, seq, packet
+
+
+def _rebase(ts: int | None, seg_tb: Fraction, shift: Fraction, out_tb: Fraction) -> int | None:
+    if ts is None:
+        return None
+    value = (ts * seg_tb + shift) / out_tb
+    return value.numerator // value.denominator if value.denominator != 1 else value.numerator

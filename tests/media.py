@@ -1,0 +1,241 @@
+"""Generated test clips whose pixels say which frame they are.
+
+Each frame carries its index as a 12-bit code of big black/white blocks in the
+top half (robust to lossy encoding, read back by :func:`read_index`), and the
+bottom half holds fixed saturated colour patches, so a wrong YUV matrix or
+range shows up as a colour error.  Audio is a 440 Hz tone as long as the video.
+
+Other helpers' tests may import these: ``from tests.media import ClipSpec, make_clip, read_index``;
+import ``clips_fixture`` into a test module to get the session-wide ``clips`` fixture.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import av
+import numpy as np
+import pytest
+
+BITS = 12
+COLS, ROWS = 6, 2  # 12 blocks in the top half
+PATCHES = np.array(
+    [[200, 40, 40], [40, 180, 60], [50, 60, 210], [220, 200, 40], [128, 128, 128], [30, 200, 200]],
+    dtype=np.float64,
+)
+
+
+@dataclass(frozen=True)
+class ClipSpec:
+    """What to generate.  ``durations`` (in ``time_base`` units) makes a VFR clip."""
+
+    width: int = 160
+    height: int = 120
+    frames: int = 75
+    rate: Fraction = Fraction(25)
+    codec: str = "libx264"
+    pix_fmt: str = "yuv420p"
+    gop: int = 12
+    bframes: int = 2
+    open_gop: bool = False
+    durations: tuple[int, ...] = ()
+    time_base: Fraction | None = None
+    rotation: int = 0
+    timecode: str | None = "01:00:00:00"
+    audio: bool = True
+    color_primaries: int = 1  # bt709
+    color_trc: int = 1
+    colorspace: int = 1
+    color_range: int = 1  # tv
+    options: dict[str, str] = field(default_factory=dict, hash=False)
+
+
+def frame_rgb(index: int, width: int, height: int, depth: int = 8) -> np.ndarray:
+    """The RGB picture of frame ``index`` (uint8, or uint16 full-scale when depth > 8)."""
+    img = np.zeros((height, width, 3), dtype=np.float64)
+    top = height // 2
+    bw, bh = width // COLS, top // ROWS
+    for bit in range(BITS):
+        r, c = divmod(bit, COLS)
+        value = 235.0 if (index >> bit) & 1 else 20.0
+        img[r * bh : (r + 1) * bh, c * bw : (c + 1) * bw] = value
+    pw = width // len(PATCHES)
+    for i, colour in enumerate(PATCHES):
+        x1 = width if i == len(PATCHES) - 1 else (i + 1) * pw
+        img[top:, i * pw : x1] = colour
+    if depth > 8:
+        return np.round(img * 257).astype(np.uint16)
+    return np.round(img).astype(np.uint8)
+
+
+def read_index(rgb: np.ndarray) -> int:
+    """Decode the frame index drawn by :func:`frame_rgb` (works after lossy encoding)."""
+    height, width = rgb.shape[:2]
+    scale = 257.0 if rgb.dtype == np.uint16 else 1.0
+    top = height // 2
+    bw, bh = width // COLS, top // ROWS
+    value = 0
+    for bit in range(BITS):
+        r, c = divmod(bit, COLS)
+        block = rgb[r * bh + bh // 4 : (r + 1) * bh - bh // 4, c * bw + bw // 4 : (c + 1) * bw - bw // 4]
+        if block.mean() / scale > 128:
+            value |= 1 << bit
+    return value
+
+
+def patch_means(rgb: np.ndarray) -> np.ndarray:
+    """Mean RGB of each colour patch's interior (8-bit scale), shape (patches, 3)."""
+    height, width = rgb.shape[:2]
+    scale = 257.0 if rgb.dtype == np.uint16 else 1.0
+    top = height // 2
+    pw = width // len(PATCHES)
+    out = []
+    for i in range(len(PATCHES)):
+        x0, x1 = i * pw + pw // 4, (i + 1) * pw - pw // 4
+        y0, y1 = top + (height - top) // 4, height - (height - top) // 4
+        out.append(rgb[y0:y1, x0:x1].reshape(-1, 3).mean(axis=0) / scale)
+    return np.array(out)
+
+
+def _matrix(colorspace: int) -> str:
+    return {1: "ITU709", 5: "ITU601", 6: "ITU601", 9: "BT2020"}.get(colorspace, "ITU601")
+
+
+def make_clip(path: str, spec: ClipSpec) -> str:
+    """Write the clip described by ``spec`` to the local ``path`` (container from its extension)."""
+    depth = 10 if "10" in spec.pix_fmt else 8
+    with av.open(path, mode="w") as out:
+        stream = out.add_stream(spec.codec, rate=spec.rate)
+        ctx = stream.codec_context
+        ctx.width, ctx.height, ctx.pix_fmt = spec.width, spec.height, spec.pix_fmt
+        if spec.time_base is not None:
+            tb = spec.time_base
+        else:
+            tb = Fraction(1, 90000) if spec.durations else 1 / Fraction(spec.rate)
+        ctx.time_base = tb
+        stream.time_base = tb
+        options = dict(spec.options)
+        if spec.codec == "libx264":
+            params = f"keyint={spec.gop}:min-keyint={spec.gop}:scenecut=0:bframes={spec.bframes}"
+            params += ":open-gop=1" if spec.open_gop else ""
+            options.setdefault("x264-params", params)
+            options.setdefault("preset", "veryfast")
+            options.setdefault("crf", "16")
+        elif spec.codec == "libx265":
+            params = (
+                f"keyint={spec.gop}:min-keyint={spec.gop}:scenecut=0:bframes={spec.bframes}:log-level=error"
+            )
+            params += ":open-gop=1" if spec.open_gop else ":open-gop=0"
+            options.setdefault("x265-params", params)
+            options.setdefault("preset", "ultrafast")
+            options.setdefault("crf", "16")
+        ctx.options = options
+        ctx.color_primaries, ctx.color_trc = spec.color_primaries, spec.color_trc
+        ctx.colorspace, ctx.color_range = spec.colorspace, spec.color_range
+        if spec.rotation:
+            stream.set_display_rotation(spec.rotation)
+        if spec.timecode:
+            stream.metadata["timecode"] = spec.timecode
+        audio = None
+        if spec.audio:
+            audio = out.add_stream("aac", rate=48000)
+            audio.layout = "mono"
+        pts = 0
+        rng = "JPEG" if spec.color_range == 2 else "MPEG"
+        for i in range(spec.frames):
+            rgb = frame_rgb(i, spec.width, spec.height, depth)
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24" if depth == 8 else "rgb48le")
+            frame = frame.reformat(
+                format=spec.pix_fmt,
+                src_colorspace=_matrix(spec.colorspace),
+                dst_colorspace=_matrix(spec.colorspace),
+                src_color_range="JPEG",
+                dst_color_range=rng,
+            )
+            frame.pts = pts
+            frame.time_base = tb
+            out.mux(stream.encode(frame))
+            pts += spec.durations[i % len(spec.durations)] if spec.durations else round(1 / (spec.rate * tb))
+        out.mux(stream.encode(None))
+        if audio is not None:
+            seconds = float(pts * tb)
+            total = round(seconds * 48000)
+            t = np.arange(total) / 48000.0
+            samples = (0.3 * np.sin(2 * math.pi * 440.0 * t)).astype(np.float32)
+            for start in range(0, total, 1024):
+                block = samples[start : start + 1024][None, :]
+                aframe = av.AudioFrame.from_ndarray(np.ascontiguousarray(block), format="flt", layout="mono")
+                aframe.sample_rate = 48000
+                aframe.pts = start
+                aframe.time_base = Fraction(1, 48000)
+                out.mux(audio.encode(aframe))
+            out.mux(audio.encode(None))
+    return path
+
+
+# Named clips the video tests share; each is small enough to round-trip in about a second.
+CLIPS: dict[str, tuple[str, ClipSpec]] = {
+    "cfr_bframes": ("mp4", ClipSpec()),
+    "open_gop": ("mp4", ClipSpec(open_gop=True, bframes=3)),
+    "vfr": ("mp4", ClipSpec(frames=60, durations=(3000, 4500, 3000, 6000), time_base=Fraction(1, 90000))),
+    "ten_bit_hevc": ("mp4", ClipSpec(codec="libx265", pix_fmt="yuv420p10le", frames=50)),
+    "ten_bit_prores": (
+        "mov",
+        ClipSpec(codec="prores_ks", pix_fmt="yuv422p10le", frames=40, bframes=0, options={"profile": "3"}),
+    ),
+    "odd_size": ("mp4", ClipSpec(width=321, height=241, pix_fmt="yuv444p", frames=50)),
+    "rotated": ("mp4", ClipSpec(rotation=90, frames=50)),
+    "no_audio": ("mkv", ClipSpec(audio=False, frames=50, timecode=None)),
+    "one_frame": ("mp4", ClipSpec(frames=1)),
+    # Colour handling beyond BT.709 limited range: a wrong matrix or range shifts the patches.
+    "bt601_full_range": (
+        "mp4",
+        ClipSpec(frames=40, color_primaries=6, color_trc=6, colorspace=6, color_range=2),
+    ),
+    "untagged": ("mp4", ClipSpec(frames=40, color_primaries=2, color_trc=2, colorspace=2, color_range=0)),
+}
+
+
+class ClipCache:
+    """Generates each named clip once into ``root`` (files on disk are the cache)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def path(self, name: str) -> str:
+        import os
+
+        ext, spec = CLIPS[name]
+        path = os.path.join(self.root, f"{name}.{ext}")
+        if not os.path.exists(path):
+            tmp = path + ".part." + ext
+            make_clip(tmp, spec)
+            os.replace(tmp, path)
+        return path
+
+
+@pytest.fixture(scope="session", name="clips")
+def clips_fixture(tmp_path_factory: pytest.TempPathFactory) -> ClipCache:
+    """Session-wide generated clips (import this fixture into a test module to use it)."""
+    root = tmp_path_factory.getbasetemp() / "recast-video-clips"
+    root.mkdir(exist_ok=True)
+    return ClipCache(str(root))
+
+
+def render_identity(info, choice, plan, workdir: str, decode_url: str | None = None) -> list[str]:
+    """Decode every chunk and re-encode it unchanged into segment files; returns their paths."""
+    import os
+
+    from pipeline.decode import decode_range
+    from pipeline.encode import SegmentWriter
+
+    paths = []
+    for chunk in plan.chunks:
+        path = os.path.join(workdir, f"seg-{chunk.index:05d}.{choice.container}")
+        with SegmentWriter(path, info, choice, chunk) as writer:
+            for frame in decode_range(decode_url or info.url, info, chunk.start_frame, chunk.end_frame):
+                writer.write(frame)
+        paths.append(path)
+    return paths
