@@ -5,10 +5,15 @@ of the embeddings of its faces (one face per image).  An image without a face is
 error; an image with several faces needs ``face_index`` (faces are numbered left to
 right by the left edge of their box, from 0).  The first image's face is the one the
 weight-free built-in swapper pastes.
+
+An identity may carry a LoRA adapter for the swapper (:mod:`pipeline.lora`): load it
+with an ``AdapterCache`` built from ``FaceModels.lora_slots`` and pass it as
+``adapter=`` (or attach it later with :func:`with_adapter`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +27,7 @@ from pipeline.errors import FaceError, StorageError
 from pipeline.faces.types import Face
 
 if TYPE_CHECKING:
+    from pipeline.lora.adapter import LoadedAdapter
     from pipeline.models.loader import FaceModels
 
 log = logging.getLogger(__name__)
@@ -36,20 +42,32 @@ class Identity:
     source_rgb: np.ndarray  # HxWx3 uint8, the first image
     source_landmarks: np.ndarray  # (5, 2) float32 in source_rgb
     source_box: np.ndarray  # (4,) float32 in source_rgb
+    adapter: LoadedAdapter | None = None  # swapper LoRA adapter for this person; None = base model
+
+
+def with_adapter(identity: Identity, adapter: LoadedAdapter | None) -> Identity:
+    """A copy of ``identity`` that swaps with ``adapter`` (None: the base model)."""
+    return dataclasses.replace(identity, adapter=adapter)
 
 
 def load_identity(
-    name: str, image_urls: Sequence[str], models: FaceModels, *, face_index: int | None = None
+    name: str,
+    image_urls: Sequence[str],
+    models: FaceModels,
+    *,
+    face_index: int | None = None,
+    adapter: LoadedAdapter | None = None,
 ) -> Identity:
     """Read the images at ``image_urls`` (any storage URL) and build the identity ``name``.
 
+    ``adapter``: a verified LoRA adapter for the pack's swapper (``AdapterCache.get``).
     Raises :class:`FaceError` naming the image when it has no face, or several faces and
     no ``face_index``; :class:`StorageError` when an image cannot be read or decoded.
     """
     if not image_urls:
         raise FaceError(name, "an identity needs at least one image")
     images = [(url, read_rgb(url)) for url in image_urls]
-    return identity_from_images(name, images, models, face_index=face_index)
+    return identity_from_images(name, images, models, face_index=face_index, adapter=adapter)
 
 
 def identity_from_images(
@@ -58,6 +76,7 @@ def identity_from_images(
     models: FaceModels,
     *,
     face_index: int | None = None,
+    adapter: LoadedAdapter | None = None,
 ) -> Identity:
     """Like :func:`load_identity` for images already in memory: ``(where, rgb uint8)`` pairs."""
     if not images:
@@ -74,13 +93,19 @@ def identity_from_images(
     if norm < 1e-6:
         raise FaceError(name, "the faces of this identity's images cancel out (no common identity)")
     rgb, face = first
-    log.info("identity %s from %d image(s)", name, len(images))
+    log.info(
+        "identity %s from %d image(s)%s",
+        name,
+        len(images),
+        f", adapter {adapter.url}" if adapter is not None else "",
+    )
     return Identity(
         name=name,
         embedding=(mean / norm).astype(np.float32),
         source_rgb=rgb,
         source_landmarks=np.asarray(face.landmarks, dtype=np.float32),
         source_box=np.asarray(face.box, dtype=np.float32),
+        adapter=adapter,
     )
 
 

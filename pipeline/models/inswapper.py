@@ -6,20 +6,30 @@ to the ArcFace template scaled to 128 (insightface ``estimate_norm``);
 where ``emap`` (512x512) is the graph's last initializer; output
 [N|1, 3, 128, 128] RGB in [0, 1].  Exports with a fixed batch of 1 are called
 once per face on the same session.
+
+LoRA: a swapper prepared with slots (``contract["lora"]``, see
+:mod:`pipeline.lora`) serves identities that carry an adapter.  A batch mixing
+identities is split by adapter, run once per group on the same warm ONNX Runtime
+session with that adapter active (``RunOptions.add_active_adapter``), and put
+back in order; identities without an adapter run the base model unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import numpy_helper
 
-from pipeline.errors import FaceError, ModelPackError
+from pipeline.errors import FaceError, ModelPackError, SpecError
+from pipeline.lora.adapter import LoadedAdapter, activate, split_by_adapter
+from pipeline.lora.prepare import LoraSlots
 from pipeline.models.contracts import contract_size
-from pipeline.models.runner import run_batched
+from pipeline.models.runner import run_batched, supports_run_options
 
 if TYPE_CHECKING:
     from pipeline.faces.identity import Identity
@@ -38,6 +48,50 @@ def read_emap(path: str) -> np.ndarray:
             path, f"last initializer has shape {list(emap.shape)}, expected the 512x512 emap"
         )
     return emap
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedSource:
+    """What :meth:`InSwapper.prepare` computes once per identity: its latent and its adapter.
+
+    Converts to the latent array (``np.asarray(prepared)``), so code written for
+    plain latents keeps working.
+    """
+
+    latent: np.ndarray  # (512,) float32, L2-normalised
+    adapter: LoadedAdapter | None = None
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return self.latent if dtype is None else self.latent.astype(dtype)
+
+
+def lora_slots_of(entry: ModelEntry) -> LoraSlots | None:
+    """The LoRA slot record of a swapper entry (``contract["lora"]``), or None."""
+    record = entry.contract.get("lora")
+    if record is None:
+        return None
+    if not isinstance(record, dict):
+        raise ModelPackError(f"{entry.file} contract.lora", f"must be an object, got {type(record).__name__}")
+    return LoraSlots.from_contract(record, f"{entry.file} contract.lora")
+
+
+def _check_slots_in_session(runner: Runner, slots: LoraSlots, where: str) -> None:
+    """ModelPackError if the manifest declares LoRA slots the ONNX Runtime session does not have.
+
+    Otherwise a manifest pointing at an unprepared file would only fail at the first
+    adapter run, mid-shot.  Torch runners cannot switch adapters and are not checked.
+    """
+    session = getattr(runner, "session", None)
+    if session is None:
+        return
+    overridable = {i.name for i in session.get_overridable_initializers()}
+    missing = sorted(set(slots.parameter_shapes()) - overridable)
+    if missing:
+        raise ModelPackError(
+            where,
+            f"contract.lora names {len(missing)} LoRA tensors the model does not have as overridable "
+            f"initializers (e.g. {missing[:3]}); is this the prepared swapper file?",
+        )
 
 
 class InSwapper:
@@ -62,6 +116,9 @@ class InSwapper:
         self.runner = runner
         self.crop_size: int = width
         self.emap = read_emap(runner.path)
+        self.lora_slots: LoraSlots | None = lora_slots_of(entry)
+        if self.lora_slots is not None:
+            _check_slots_in_session(runner, self.lora_slots, where)
 
     def latent_from_embedding(self, embedding: np.ndarray) -> np.ndarray:
         """(512,) float32 source latent: ``normalise(normalise(embedding) @ emap)``."""
@@ -75,12 +132,35 @@ class InSwapper:
         latent = emb @ self.emap
         return (latent / max(float(np.linalg.norm(latent)), 1e-12)).astype(np.float32)
 
-    def prepare(self, identity: Identity) -> Any:
-        """The source latent of ``identity`` (computed once per identity)."""
+    def prepare(self, identity: Identity) -> PreparedSource:
+        """The source latent and adapter of ``identity`` (computed once per identity).
+
+        SpecError if the identity has an adapter but this swapper cannot apply one
+        (no LoRA slots in the pack, or the torch backend, which has no adapter switching).
+        """
+        adapter: LoadedAdapter | None = getattr(identity, "adapter", None)
+        if adapter is not None:
+            self._check_adapter_support(f"identities.{identity.name}.adapter", adapter)
         try:
-            return self.latent_from_embedding(identity.embedding)
+            latent = self.latent_from_embedding(identity.embedding)
         except ValueError as exc:
             raise FaceError(identity.name, str(exc)) from exc
+        return PreparedSource(latent=latent, adapter=adapter)
+
+    def _check_adapter_support(self, field: str, adapter: LoadedAdapter) -> None:
+        if self.lora_slots is None:
+            raise SpecError(
+                field,
+                f"adapter {adapter.url} needs a swapper prepared with LoRA slots, but the pack's swapper "
+                f"{self.runner.path} has no contract.lora",
+            )
+        if not supports_run_options(self.runner):
+            raise SpecError(
+                field,
+                f"adapter {adapter.url} needs the onnxruntime backend (per-call adapter switching); "
+                f"the swapper runs on {', '.join(self.runner.providers)}: set execution.backend "
+                "to 'onnxruntime' or drop the adapter",
+            )
 
     def swap(self, crops: np.ndarray, prepared: Sequence[Any]) -> np.ndarray:
         """Swapped faces (N, S, S, 3) uint8 for aligned target crops (N, S, S, 3) uint8 RGB."""
@@ -95,5 +175,20 @@ class InSwapper:
             return np.zeros_like(crops, dtype=np.uint8)
         target = np.ascontiguousarray((crops.astype(np.float32) / 255.0).transpose(0, 3, 1, 2))
         source = np.ascontiguousarray(np.stack([np.asarray(p, np.float32).reshape(-1) for p in prepared]))
-        out = run_batched(self.runner, {"target": target, "source": source})[0]
+        adapters = [p.adapter if isinstance(p, PreparedSource) else None for p in prepared]
+        groups = split_by_adapter(adapters)
+        if len(groups) == 1 and groups[0][0] is None:
+            out = run_batched(self.runner, {"target": target, "source": source})[0]
+        else:
+            # One ORT run applies one adapter set to the whole batch: run each group
+            # on the same session and scatter its rows back to their places.
+            out = np.empty(target.shape, np.float32)
+            for adapter, rows in groups:
+                options = None
+                if adapter is not None:
+                    self._check_adapter_support("swap.adapter", adapter)
+                    options = activate(ort.RunOptions(), adapter)
+                index = np.asarray(rows)
+                feeds = {"target": target[index], "source": source[index]}
+                out[index] = run_batched(self.runner, feeds, options)[0]
         return (np.clip(out.transpose(0, 2, 3, 1), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.errors import ModelPackError
-from pipeline.models.pack import ModelEntry, ModelPack
+from pipeline.lora.prepare import LoraSlots
+from pipeline.models.pack import ModelEntry, ModelPack, PackManifest
 from pipeline.models.runner import ExecutionConfig, Runner, make_runner
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ class FaceModels:
     """role -> providers its session really runs on (``get_providers()``)."""
     warnings: list[str] = field(default_factory=list)
     """Fallbacks and install problems, for job stats."""
+    lora_slots: LoraSlots | None = None
+    """The swapper's LoRA slots (``contract["lora"]``): what identity adapters are checked
+    against (``AdapterCache(lora_slots, ...)``, ``verify_adapter``); None = no adapters."""
 
 
 def role_class(kind: str) -> Callable[[Runner | None, ModelEntry], Any]:
@@ -58,13 +62,42 @@ def role_class(kind: str) -> Callable[[Runner | None, ModelEntry], Any]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
+def pack_lora_slots(manifest: PackManifest, where: str) -> LoraSlots | None:
+    """The LoRA slots of the pack's swapper (``contract["lora"]``), or None if it has none.
+
+    Needs only the manifest, so a driver can check identity adapters
+    (:func:`pipeline.lora.verify_adapter`) before any actor fetches the pack.
+    """
+    entry = next((e for e in manifest.models if e.role == "swapper"), None)
+    if entry is None or "lora" not in entry.contract:
+        return None
+    if entry.kind != "inswapper":
+        raise ModelPackError(
+            f"{where} swapper", f"contract.lora is only supported for kind inswapper, not {entry.kind!r}"
+        )
+    record = entry.contract["lora"]
+    at = f"{where} {entry.file} contract.lora"
+    if not isinstance(record, dict):
+        raise ModelPackError(at, f"must be an object, got {type(record).__name__}")
+    return LoraSlots.from_contract(record, at)
+
+
 def load_face_models(pack: ModelPack, execution: ExecutionConfig) -> FaceModels:
     """Create one runner per model file of ``pack`` and the role object around it."""
     built: dict[str, Any] = {}
     providers: dict[str, list[str]] = {}
     warnings: list[str] = []
+    lora_slots = pack_lora_slots(pack.manifest, pack.url)
     for entry in pack.manifest.models:
-        runner = make_runner(pack.path(entry.role), execution) if entry.file is not None else None
+        runner = (
+            make_runner(
+                pack.path(entry.role),
+                execution,
+                overridable_initializers=entry.role == "swapper" and lora_slots is not None,
+            )
+            if entry.file is not None
+            else None
+        )
         if runner is not None:
             providers[entry.role] = list(runner.providers)
             warnings.extend(w for w in runner.warnings if w not in warnings)
@@ -82,6 +115,8 @@ def load_face_models(pack: ModelPack, execution: ExecutionConfig) -> FaceModels:
             f"{recognizer_entry.kind if recognizer_entry else '?'} gives {recognizer_dim}-d ones",
         )
     log.info("face models of pack %s (%s) on %s", pack.manifest.name, pack.hash[:12], providers)
+    if lora_slots is not None:
+        log.info("swapper has %d LoRA slots of rank %d", len(lora_slots.slots), lora_slots.rank)
     return FaceModels(
         detector=built["detector"],
         recognizer=built["recognizer"],
@@ -91,4 +126,5 @@ def load_face_models(pack: ModelPack, execution: ExecutionConfig) -> FaceModels:
         pack=pack,
         providers=providers,
         warnings=warnings,
+        lora_slots=lora_slots,
     )

@@ -78,6 +78,11 @@ class Runner(Protocol):
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
 
 
+def supports_run_options(runner: Runner) -> bool:
+    """True if ``runner.run`` takes ONNX Runtime ``RunOptions`` (LoRA adapters need them)."""
+    return bool(getattr(runner, "accepts_run_options", False))
+
+
 def recast_cache_root() -> str:
     """``$RECAST_CACHE_DIR`` or ``~/.cache/recast``: root of packs and engine caches."""
     return os.environ.get("RECAST_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "recast")
@@ -111,21 +116,30 @@ def batch_dim(runner: Runner, index: int = 0) -> Dim:
     return shape[0] if shape else None
 
 
-def run_batched(runner: Runner, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+def run_batched(runner: Runner, feeds: dict[str, np.ndarray], run_options: Any = None) -> list[np.ndarray]:
     """Run ``feeds`` whose first axis is the batch; loops when the model fixes batch 1.
 
     Production exports such as inswapper_128 and GFPGAN declare batch 1, so
     several faces go through one at a time on the same warm session.
+    ``run_options`` (an ``onnxruntime.RunOptions``, e.g. with an active LoRA
+    adapter) apply to every call; only runners that :func:`supports_run_options` take them.
     """
+    if run_options is not None and not supports_run_options(runner):
+        raise ValueError(f"{runner.path}: this runner ({runner.providers}) takes no ONNX Runtime RunOptions")
+
+    def call(part: dict[str, np.ndarray]) -> list[np.ndarray]:
+        # Runners without RunOptions support are called exactly as before.
+        return runner.run(part) if run_options is None else runner.run(part, run_options)  # type: ignore[call-arg]
+
     n = next(iter(feeds.values())).shape[0]
     fixed = {batch_dim(runner, i) for i in range(len(runner.input_names))} - {None}
     if n == 0:
         raise ValueError("run_batched needs at least one item")
     if not fixed or fixed == {n}:
-        return runner.run(feeds)
+        return call(feeds)
     if fixed != {1}:
         raise ValueError(f"{runner.path}: model fixes batch size {sorted(fixed)}, cannot run a batch of {n}")
-    parts = [runner.run({k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
+    parts = [call({k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
     return [np.concatenate([p[j] for p in parts], axis=0) for j in range(len(parts[0]))]
 
 
@@ -167,9 +181,17 @@ def _provider_options(name: str, config: ExecutionConfig) -> dict[str, Any]:
 
 
 class OrtRunner:
-    """An ONNX Runtime session with checked providers."""
+    """An ONNX Runtime session with checked providers.
 
-    def __init__(self, path: str, config: ExecutionConfig) -> None:
+    ``overridable_initializers``: the model lists initializers as graph inputs on
+    purpose (LoRA slots that adapters override per run).  ONNX Runtime warns once
+    per such tensor at load time; for these models its session log is limited to
+    errors (providers are still checked and reported through ``warnings``).
+    """
+
+    accepts_run_options = True
+
+    def __init__(self, path: str, config: ExecutionConfig, *, overridable_initializers: bool = False) -> None:
         import onnxruntime as ort
 
         self.path = path
@@ -185,6 +207,9 @@ class OrtRunner:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if config.intra_op_threads:
             options.intra_op_num_threads = config.intra_op_threads
+        if overridable_initializers:
+            options.log_severity_level = 3  # errors only: drops the expected per-slot warnings
+            log.info("%s has overridable initializers (LoRA slots); ORT load warnings muted", path)
         self.session = self._create_session(ort, path, options, wanted, config)
         self.providers: list[str] = list(self.session.get_providers())
         dropped = [p for p in wanted if p not in self.providers]
@@ -226,9 +251,9 @@ class OrtRunner:
                 failed = providers.pop(0)
                 self.warnings.append(f"{failed} failed to start for {os.path.basename(path)}: {exc}")
 
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """Outputs in graph order."""
-        return list(self.session.run(self.output_names, feeds))
+    def run(self, feeds: dict[str, np.ndarray], run_options: Any = None) -> list[np.ndarray]:
+        """Outputs in graph order; ``run_options`` (``onnxruntime.RunOptions``) e.g. carry active adapters."""
+        return list(self.session.run(self.output_names, feeds, run_options))
 
 
 def _ort_shape(shape: Sequence[Any]) -> tuple[Dim, ...]:
@@ -242,6 +267,8 @@ class TorchRunner:
     ``fp16``); without CUDA it runs on CPU in float32.  ``run_torch`` keeps
     tensors on the device for callers that decode and encode on the GPU.
     """
+
+    accepts_run_options = False
 
     def __init__(self, path: str, config: ExecutionConfig) -> None:
         import torch
@@ -293,8 +320,11 @@ class TorchRunner:
         return [o.detach().float().cpu().numpy() for o in outs]
 
 
-def make_runner(path: str, config: ExecutionConfig) -> Runner:
-    """A runner for the ONNX file at ``path`` on the configured backend."""
+def make_runner(path: str, config: ExecutionConfig, *, overridable_initializers: bool = False) -> Runner:
+    """A runner for the ONNX file at ``path`` on the configured backend.
+
+    ``overridable_initializers``: the model has LoRA slots (see :class:`OrtRunner`).
+    """
     if config.backend == "torch":
         return TorchRunner(path, config)
-    return OrtRunner(path, config)
+    return OrtRunner(path, config, overridable_initializers=overridable_initializers)
