@@ -1,0 +1,120 @@
+"""Before/after thumbnails of a shot for the job report.
+
+The frames worth looking at are the first one and both sides of every chunk
+boundary: a seam between two independently rendered chunks is where a
+tracking or colour discontinuity would show.  Both the source and the rendered
+output are decoded frame-exactly (``pipeline.decode.decode_range``) so "before"
+and "after" are the same instant.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from pipeline.chunking import ChunkPlan
+from pipeline.decode import decode_range
+from pipeline.errors import MediaError
+from pipeline.probe import VideoInfo, probe
+
+log = logging.getLogger(__name__)
+
+JPEG_QUALITY = 82
+
+
+@dataclass(frozen=True)
+class Thumb:
+    """One frame of a shot as two JPEGs: the source (``before``) and the render (``after``)."""
+
+    frame: int
+    before_jpeg: bytes
+    after_jpeg: bytes
+
+
+def boundary_frames(plan: ChunkPlan) -> list[int]:
+    """Frame 0 plus, for every boundary, the last frame of chunk k and the first of chunk k+1.
+
+    Sorted, without duplicates (a one-frame chunk shares frames between boundaries).
+    """
+    if plan.frame_count <= 0 or not plan.chunks:
+        return []
+    frames = {0}
+    for chunk in plan.chunks[1:]:
+        frames.add(chunk.start_frame - 1)
+        frames.add(chunk.start_frame)
+    return sorted(f for f in frames if 0 <= f < plan.frame_count)
+
+
+def thumbnails(
+    source_url: str,
+    output_url: str,
+    info: VideoInfo,
+    frames: Sequence[int],
+    width: int = 320,
+) -> list[Thumb]:
+    """JPEG thumbnails ``width`` pixels wide of ``frames`` in the source and in the rendered output.
+
+    ``info`` describes the source; the output is probed here.  16-bit frames are
+    reduced to 8 bits; display rotation (metadata only in the files) is applied
+    so the pictures stand the way a viewer shows them.  Raises MediaError if a
+    frame is outside either file.
+    """
+    if width < 16:
+        raise ValueError(f"width={width!r}: thumbnails must be at least 16 pixels wide")
+    wanted = sorted({int(f) for f in frames})
+    if not wanted:
+        return []
+    out_info = probe(output_url)
+    for url, vinfo in ((source_url, info), (output_url, out_info)):
+        bad = [f for f in wanted if not 0 <= f < vinfo.frame_count]
+        if bad:
+            raise MediaError(url, f"thumbnail frames {bad} outside 0-{vinfo.frame_count - 1}")
+    before = dict(_encoded(source_url, info, wanted, width))
+    after = dict(_encoded(output_url, out_info, wanted, width))
+    return [Thumb(frame=f, before_jpeg=before[f], after_jpeg=after[f]) for f in wanted]
+
+
+def _runs(frames: list[int]) -> Iterator[tuple[int, int]]:
+    """Consecutive sorted frames grouped as ``[start, end)`` ranges (one seek per range)."""
+    start = prev = frames[0]
+    for f in frames[1:]:
+        if f != prev + 1:
+            yield start, prev + 1
+            start = f
+        prev = f
+    yield start, prev + 1
+
+
+def _encoded(url: str, info: VideoInfo, frames: list[int], width: int) -> Iterator[tuple[int, bytes]]:
+    for start, end in _runs(frames):
+        for frame in decode_range(url, info, start, end):
+            yield frame.index, jpeg(frame.rgb, width=width, rotation=info.rotation)
+
+
+def jpeg(rgb: np.ndarray, *, width: int = 320, rotation: int = 0) -> bytes:
+    """An RGB frame (uint8 or uint16) as JPEG bytes, resized to ``width`` keeping the aspect ratio."""
+    if rgb.ndim != 3 or rgb.shape[2] != 3:
+        raise ValueError(f"expected an HxWx3 RGB frame, got shape {rgb.shape}")
+    if rgb.dtype == np.uint16:
+        # Full-scale 16-bit: round to nearest 8-bit code rather than truncating.
+        rgb = ((rgb.astype(np.uint32) + 128) // 257).astype(np.uint8)
+    elif rgb.dtype != np.uint8:
+        raise ValueError(f"expected uint8 or uint16 pixels, got {rgb.dtype}")
+    # probe's rotation follows av_display_rotation_get: the picture is shown turned that many
+    # degrees counter-clockwise, which is what np.rot90 does for k > 0.
+    quarter_turns = (round(rotation / 90)) % 4
+    if quarter_turns:
+        rgb = np.ascontiguousarray(np.rot90(rgb, k=quarter_turns))
+    h, w = rgb.shape[:2]
+    height = max(1, round(h * width / w))
+    small = cv2.resize(rgb, (width, height), interpolation=cv2.INTER_AREA if width < w else cv2.INTER_LINEAR)
+    # OpenCV writes BGR.
+    bgr = cv2.cvtColor(small, cv2.COLOR_RGB2BGR)
+    ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+    if not ok:
+        raise MediaError("<thumbnail>", "JPEG encoding failed")
+    return buf.tobytes()

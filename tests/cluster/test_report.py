@@ -1,0 +1,281 @@
+"""Thumbnails and the job report, checked on real clips and in a real headless Chromium."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from cluster.report import actor_busy_ratios, build_report, write_report
+from pipeline import storage
+from pipeline.chunking import Chunk, ChunkPlan
+from pipeline.decode import decode_range
+from pipeline.errors import MediaError
+from pipeline.probe import VideoInfo, probe
+from pipeline.thumbnails import Thumb, boundary_frames, thumbnails
+from tests.cluster.browser import check_page, find_chromium
+from tests.media import ClipSpec, make_clip, read_index
+
+FRAMES = 30
+BOUNDS = (0, 12, 24, FRAMES)  # three chunks
+BOX = (slice(70, 110), slice(20, 60))  # the "face" the fake render paints over (rows, cols)
+
+
+def _plan(info: VideoInfo, bounds: tuple[int, ...]) -> ChunkPlan:
+    chunks = tuple(
+        Chunk(i, a, b, info.pts[a], info.pts[b] if b < info.frame_count else info.end_pts())
+        for i, (a, b) in enumerate(itertools.pairwise(bounds))
+    )
+    return ChunkPlan(frame_count=info.frame_count, chunks=chunks)
+
+
+def _fake_render(source: str, output: str, info: VideoInfo) -> None:
+    """Re-encode the source with a magenta box painted over the 'face', like a render would."""
+    with av.open(output, mode="w") as out:
+        stream = out.add_stream("libx264", rate=info.frame_rate)
+        stream.width, stream.height, stream.pix_fmt = info.width, info.height, "yuv420p"
+        stream.time_base = info.time_base
+        stream.codec_context.time_base = info.time_base
+        for frame in decode_range(source, info, 0, info.frame_count):
+            rgb = frame.rgb.copy()
+            rgb[BOX] = (230, 0, 230)
+            vf = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            vf.pts = frame.pts
+            vf.time_base = info.time_base
+            out.mux(stream.encode(vf))
+        out.mux(stream.encode(None))
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, VideoInfo]:
+    root = tmp_path_factory.mktemp("report")
+    source = make_clip(str(root / "src.mp4"), ClipSpec(frames=FRAMES, rate=Fraction(25)))
+    info = probe(source)
+    output = str(root / "out.mp4")
+    _fake_render(source, output, info)
+    return source, output, info
+
+
+def _decode_jpeg(data: bytes) -> np.ndarray:
+    bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    assert bgr is not None
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def test_boundary_frames() -> None:
+    plan = ChunkPlan(30, (Chunk(0, 0, 12), Chunk(1, 12, 24), Chunk(2, 24, 30)))
+    assert boundary_frames(plan) == [0, 11, 12, 23, 24]
+    assert boundary_frames(ChunkPlan(5, (Chunk(0, 0, 5),))) == [0]
+    # A one-frame chunk shares its frame between two boundaries; no duplicates.
+    assert boundary_frames(ChunkPlan(4, (Chunk(0, 0, 2), Chunk(1, 2, 3), Chunk(2, 3, 4)))) == [0, 1, 2, 3]
+
+
+def test_thumbnails_are_the_exact_frames_before_and_after(rendered: tuple[str, str, VideoInfo]) -> None:
+    source, output, info = rendered
+    frames = boundary_frames(_plan(info, BOUNDS))
+    thumbs = thumbnails(source, output, info, frames, width=320)
+    assert [t.frame for t in thumbs] == [0, 11, 12, 23, 24]
+    for t in thumbs:
+        before, after = _decode_jpeg(t.before_jpeg), _decode_jpeg(t.after_jpeg)
+        assert before.shape == after.shape == (240, 320, 3)
+        # The frame code drawn into each picture says which frame it is: both sides, exact.
+        assert read_index(before) == read_index(after) == t.frame
+        # Colour order survived (RGB -> BGR for OpenCV): the painted box is magenta in "after" only.
+        box_after = after[140:220, 40:120].reshape(-1, 3).mean(axis=0)
+        box_before = before[140:220, 40:120].reshape(-1, 3).mean(axis=0)
+        assert box_after[0] > 180 and box_after[2] > 180 and box_after[1] < 60, box_after
+        assert abs(box_before - box_after).max() > 60
+
+
+def test_thumbnails_reject_frames_outside_the_output(rendered: tuple[str, str, VideoInfo]) -> None:
+    source, output, info = rendered
+    with pytest.raises(MediaError, match="outside"):
+        thumbnails(source, output, info, [0, FRAMES])
+
+
+def test_ten_bit_and_rotated_sources_make_8_bit_upright_thumbnails(tmp_path: Path) -> None:
+    ten = make_clip(
+        str(tmp_path / "ten.mp4"), ClipSpec(codec="libx265", pix_fmt="yuv420p10le", frames=6, audio=False)
+    )
+    info = probe(ten)
+    assert info.bit_depth == 10
+    (thumb,) = thumbnails(ten, ten, info, [4], width=160)
+    rgb = _decode_jpeg(thumb.before_jpeg)
+    assert rgb.dtype == np.uint8 and read_index(rgb) == 4
+    rotated = make_clip(str(tmp_path / "rot.mp4"), ClipSpec(rotation=90, frames=4, audio=False))
+    rinfo = probe(rotated)
+    (rthumb,) = thumbnails(rotated, rotated, rinfo, [0], width=90)
+    assert _decode_jpeg(rthumb.after_jpeg).shape == (120, 90, 3)  # 160x120 shown as portrait
+
+
+def _summary(output_url: str) -> dict:
+    return {
+        "job_id": 'job-<7>&"x"',
+        "ok": False,
+        "work_url": "s3://bucket/work",
+        "actors": 2,
+        "frames": FRAMES,
+        "fps": 11.5,
+        "wall_seconds": 12.6,
+        "setup_seconds": 3.1,
+        "first_analysis_seconds": 4.0,
+        "first_chunk_seconds": 6.2,
+        "warnings": [
+            "ONNX Runtime did not start CUDAExecutionProvider for swap.onnx; running on CPUExecutionProvider"
+        ],
+        "actor_info": [],
+        "shots": [
+            {
+                "name": "sc010",
+                "url": "s3://bucket/src.mp4",
+                "output_url": output_url,
+                "status": "published",
+                "error": None,
+                "frames": FRAMES,
+                "chunks": 3,
+                "faces_detected": 0,
+                "faces_swapped": 0,
+                "tracks": 0,
+                "seconds": 9.8,
+                "stage_seconds": {
+                    "decode": 1.2,
+                    "detect": 3.4,
+                    "swap": 5.0,
+                    "encode": 0.8,
+                    "swap.model": 4.1,
+                },
+                "encoder": "libx264",
+                "providers": {
+                    "swapper": ["CPUExecutionProvider"],
+                    "detector": ["CUDAExecutionProvider", "CPUExecutionProvider"],
+                },
+                "chunk_actors": ["a0", "a1", "a0"],
+                "output_bytes": 12345,
+                "fps": 3.06,
+            },
+            {
+                "name": "<script>alert(1)</script>",
+                "url": "s3://bucket/b.mp4",
+                "output_url": "s3://bucket/out/b.mp4",
+                "status": "failed",
+                "error": "render of chunk 1 failed: <boom>",
+                "frames": 0,
+                "chunks": 2,
+                "seconds": 2.0,
+                "stage_seconds": {"decode": 0.5},
+                "encoder": None,
+                "providers": {},
+                "fps": 0.0,
+            },
+        ],
+    }
+
+
+TIMELINE = [
+    {"actor": "a0", "shot": "sc010", "chunk": 0, "kind": "analyze", "start": 3.2, "end": 4.0},
+    {"actor": "a1", "shot": "sc010", "chunk": 1, "kind": "analyze", "start": 3.2, "end": 4.1},
+    {"actor": "a0", "shot": "sc010", "chunk": 2, "kind": "analyze", "start": 4.0, "end": 4.6},
+    {"actor": "a0", "shot": "sc010", "chunk": 0, "kind": "render", "start": 4.7, "end": 6.2},
+    {
+        "actor": "a1",
+        "shot": "sc010",
+        "chunk": 1,
+        "kind": "render",
+        "start": 4.7,
+        "end": 6.9,
+        "ok": False,
+        "attempt": 1,
+    },
+    {"actor": "a0", "shot": "sc010", "chunk": 1, "kind": "render", "start": 6.9, "end": 8.8, "attempt": 2},
+    {"actor": "a1", "shot": "sc010", "chunk": 2, "kind": "render", "start": 7.0, "end": 8.5},
+]
+
+
+def test_report_json_collects_warnings_retries_and_stages(rendered: tuple[str, str, VideoInfo]) -> None:
+    report, page = build_report(_summary("out.mp4"), thumbs={}, timeline=TIMELINE)
+    shot, failed = report["shots"]
+    assert shot["retries"] == 1 and report["retries"] == 1
+    text = " | ".join(shot["warnings"])
+    assert "faces not found" in text
+    assert "CPU fallback: swapper" in text
+    assert "render of chunk 1 failed on a1 (attempt 1)" in text
+    assert failed["warnings"][0] == "failed: render of chunk 1 failed: <boom>"
+    # Sub-stages (swap.model) are inside their parent and not counted twice.
+    assert report["stage_seconds"] == {"decode": 1.7, "detect": 3.4, "encode": 0.8, "swap": 5.0}
+    assert len(report["timeline"]) == len(TIMELINE)
+    json.dumps(report)  # serialisable as is
+    # Every piece of text is escaped: nothing from the summary can become markup.
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;boom&gt;" in page and "job-&lt;7&gt;&amp;&quot;x&quot;" in page
+
+
+def test_report_published_and_opens_cleanly_in_chromium(
+    rendered: tuple[str, str, VideoInfo], tmp_path: Path
+) -> None:
+    source, output, info = rendered
+    thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(_plan(info, BOUNDS)))}
+    report, page = build_report(_summary(output), thumbs=thumbs, timeline=TIMELINE, retries={"sc010": 1})
+    json_url, html_url = write_report(str(tmp_path / "job"), report, page)
+    assert json.loads(storage.read_bytes(json_url))["shots"][0]["thumbnails"] == [0, 11, 12, 23, 24]
+    # Self-contained: no URL the browser could fetch, pictures inline.
+    assert "http://" not in page and "https://" not in page and 'src="data:image/jpeg;base64,' in page
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium on PATH (Debian package: chromium)")
+    check = check_page(html_url, chromium=chromium)
+    assert check.errors == []
+    assert check.requests == []
+    assert check.title.startswith("Recast job")
+    assert len(check.images) == 2 * 5
+    for img in check.images:
+        assert img["complete"] and img["naturalWidth"] == 320 and img["naturalHeight"] == 240, img
+        assert img["width"] > 0 and img["height"] > 0, img
+
+
+def test_browser_check_catches_broken_pages(tmp_path: Path) -> None:
+    """The browser check can fail: a script error, a broken image and an outside URL are all seen."""
+    if find_chromium() is None:
+        pytest.skip("no Chromium on PATH (Debian package: chromium)")
+    good = Thumb(0, b"", b"")
+    _, page = build_report(_summary("out.mp4"), thumbs={"sc010": [good]})
+    page = page.replace("</main>", '<img src="http://127.0.0.1:9/x.png"></main>')
+    (tmp_path / "bad.html").write_text(page)
+    check = check_page(tmp_path / "bad.html")
+    assert any("Content Security Policy" in e for e in check.errors), check.errors
+    assert check.images and [i["naturalWidth"] for i in check.images] == [0, 0, 0]
+    (tmp_path / "script.html").write_text(
+        "<!DOCTYPE html><title>s</title><script>console.error('boom');x()</script>"
+    )
+    errors = check_page(tmp_path / "script.html").errors
+    assert any("boom" in e for e in errors) and any("ReferenceError" in e for e in errors), errors
+
+
+def test_write_report_to_s3(s3_bucket: str) -> None:
+    report, page = build_report(_summary("out.mp4"), running=True)
+    json_url, html_url = write_report(f"{s3_bucket}/jobs/j1", report, page)
+    assert json_url == f"{s3_bucket}/jobs/j1/report.json"
+    assert json.loads(storage.read_bytes(json_url))["running"] is True
+    assert b'http-equiv="refresh"' in storage.read_bytes(html_url)
+    assert not os.path.exists("report.html")
+
+
+def test_actor_busy_ratios_merge_overlapping_work() -> None:
+    ratios = actor_busy_ratios(TIMELINE)
+    # a0: 3.2-4.6 (two overlapping-free items), 4.7-6.2, 6.9-8.8 over 3.2-8.8 -> 4.8 / 5.6
+    assert ratios["a0"] == pytest.approx((1.4 + 1.5 + 1.9) / 5.6)
+    # a1: 3.2-4.1, 4.7-6.9, 7.0-8.5 over 3.2-8.8
+    assert ratios["a1"] == pytest.approx((0.9 + 2.2 + 1.5) / 5.6)
+    overlapping = [
+        {"actor": "x", "start": 0, "end": 4},
+        {"actor": "x", "start": 1, "end": 3},
+        {"actor": "x", "start": 6, "end": 8},
+    ]
+    assert actor_busy_ratios(overlapping, until=10) == {"x": pytest.approx(0.6)}
+    assert actor_busy_ratios([]) == {}
