@@ -79,7 +79,7 @@ def open_read(url: str) -> Iterator[IO[bytes]]:
             path = local_path(url)
             if os.path.isdir(path):
                 raise StorageError(url, "is a directory, expected a file")
-            fh: IO[bytes] = open(path, "rb")
+            fh: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed in the finally below
         else:
             fs, path = filesystem(url)
             fh = fs.open(path, "rb", cache_type="blockcache", block_size=READ_BLOCK_BYTES)
