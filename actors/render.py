@@ -1,0 +1,316 @@
+"""Render actors: warm model sessions that analyse and render chunks of shots.
+
+One actor owns one set of model sessions (created once, in ``__init__``) and
+the identities of the job (loaded once, cached by name).  The driver calls:
+
+* ``info()`` first: providers actually used, warnings, the pack; it re-raises
+  any error from set-up (bad pack, source image without a face) so that the
+  driver reports it by name instead of as a dead actor;
+* ``analyze_chunk(shot_url, info, chunk)`` -> :class:`ChunkAnalysis`
+  (faces with embeddings per frame; small);
+* ``render_chunk(shot_url, info, chunk, tasks_per_frame, encoder, segment_url)``
+  -> :class:`SegmentResult`: stream-decodes the range, renders, encodes one
+  segment and uploads it to the job's work area.
+
+Both chunk methods run decode, inference and encode overlapped
+(:func:`pipeline.stages.run_stages`): memory is a few batches of frames,
+whatever the length of the shot.
+
+:class:`RenderWorker` is the plain class (usable in-process, e.g. by
+benchmarks); :data:`RenderActor` is the same class as a Ray actor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import ray
+from pydantic import Field
+
+from pipeline import storage
+from pipeline.chunking import Chunk
+from pipeline.configbase import Frozen
+from pipeline.decode import Frame, decode_range
+from pipeline.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
+from pipeline.errors import RecastError
+from pipeline.faces.config import FaceConfig
+from pipeline.faces.types import Face, FaceTask
+from pipeline.models.runner import ExecutionConfig
+from pipeline.probe import VideoInfo
+from pipeline.stages import StageTimes, run_stages
+
+logger = logging.getLogger(__name__)
+
+
+class IdentitySource(Frozen):
+    """Source images of one identity (``face_index`` picks a face in group pictures)."""
+
+    images: tuple[str, ...]
+    face_index: int | None = None
+
+
+class RenderConfig(Frozen):
+    """Everything an actor needs to set itself up; identical for every actor of a job.
+
+    ``faces.batch_size`` is also the number of frames per batch between the stages.
+    """
+
+    pack_url: str = "builtin:default"
+    pack_cache_dir: str | None = None
+    execution: ExecutionConfig = ExecutionConfig()
+    identities: dict[str, IdentitySource] = Field(default_factory=dict)
+    faces: FaceConfig = FaceConfig()
+    queue_batches: int = Field(default=2, ge=1)
+
+
+@dataclass(frozen=True)
+class ChunkAnalysis:
+    """Faces (with embeddings) of every frame of one chunk, in frame order."""
+
+    chunk_index: int
+    start_frame: int
+    faces: list[list[Face]]
+    stage_seconds: dict[str, float]
+    actor: str
+
+    @property
+    def face_count(self) -> int:
+        return sum(len(f) for f in self.faces)
+
+
+@dataclass(frozen=True)
+class SegmentResult:
+    """One rendered, uploaded segment: what the driver needs to merge and to report."""
+
+    chunk_index: int
+    url: str
+    sha256: str
+    bytes: int
+    frames: int
+    faces_swapped: int
+    stage_seconds: dict[str, float]
+    providers: dict[str, list[str]]
+    encoder: str
+    actor: str
+    wall_seconds: float
+    model_busy_share: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class RenderWorker:
+    """Model sessions + identities, created once; renders chunk after chunk."""
+
+    def __init__(self, config: RenderConfig, label: str = "actor") -> None:
+        self.config = config
+        self.label = label
+        self.setup_error: RecastError | None = None
+        self.models: Any = None
+        self.identities: dict[str, Any] = {}
+        self.setup_seconds = 0.0
+        self.chunks_done = 0
+        self._analyzer: Any = None
+        self._renderer: Any = None
+        started = time.perf_counter()
+        try:
+            self._setup()
+        except RecastError as exc:
+            # Kept and re-raised by every call: a failed __init__ would only
+            # surface as a dead actor, without the message naming the file.
+            logger.error("actor %s set-up failed: %s", label, exc)
+            self.setup_error = exc
+        self.setup_seconds = time.perf_counter() - started
+
+    def _setup(self) -> None:
+        from pipeline.faces.analyze import FaceAnalyzer
+        from pipeline.faces.render import FaceRenderer
+        from pipeline.models.loader import load_face_models
+        from pipeline.models.pack import load_pack
+
+        pack = load_pack(self.config.pack_url, cache_dir=self.config.pack_cache_dir)
+        self.models = load_face_models(pack, self.config.execution)
+        for name in self.config.identities:
+            self.identity(name)
+        self._analyzer = FaceAnalyzer(self.models)
+        self._renderer = FaceRenderer(self.models, self.identities, self.config.faces)
+
+    def identity(self, name: str) -> Any:
+        """The loaded identity ``name`` (loaded on first use, then cached)."""
+        from pipeline.faces.identity import load_identity
+
+        if name not in self.identities:
+            source = self.config.identities[name]
+            self.identities[name] = load_identity(
+                name, list(source.images), self.models, face_index=source.face_index
+            )
+        return self.identities[name]
+
+    def _ready(self) -> None:
+        if self.setup_error is not None:
+            raise self.setup_error
+
+    def info(self) -> dict[str, Any]:
+        """Who this actor is and what it actually runs on (raises any set-up error)."""
+        self._ready()
+        import av
+
+        wanted = ("h264_nvenc", "hevc_nvenc", "libx264", "libx265", "prores_ks")
+        return {
+            "label": self.label,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "providers": dict(self.models.providers),
+            "warnings": list(self.models.warnings),
+            "pack": {
+                "url": self.config.pack_url,
+                "name": self.models.pack.manifest.name,
+                "hash": self.models.pack.hash,
+            },
+            "identities": sorted(self.identities),
+            "encoders_built_in": [name for name in wanted if name in av.codecs_available],
+            "setup_seconds": self.setup_seconds,
+            "models_id": id(self.models),  # the same object for the actor's whole life
+            "chunks_done": self.chunks_done,
+        }
+
+    def identity_embeddings(self) -> dict[str, np.ndarray]:
+        """Recognizer-space embedding of every identity (the driver's tracking needs them)."""
+        self._ready()
+        return {name: np.asarray(ident.embedding, np.float32) for name, ident in self.identities.items()}
+
+    def choose_encoders(self, settings: EncodeSettings, infos: Sequence[VideoInfo]) -> list[EncoderChoice]:
+        """The encoder for each shot, chosen here because this is where encoding happens."""
+        self._ready()
+        return [choose_encoder(settings, info) for info in infos]
+
+    def analyze_chunk(self, shot_url: str, info: VideoInfo, chunk: Chunk) -> ChunkAnalysis:
+        """Detect and embed every face of every frame of ``chunk``."""
+        self._ready()
+        faces: list[list[Face]] = []
+
+        def analyze(frames: list[Frame]) -> list[list[Face]]:
+            return self._analyzer.analyze([f.rgb for f in frames])
+
+        times = run_stages(
+            decode_range(shot_url, info, chunk.start_frame, chunk.end_frame),
+            analyze,
+            faces.append,
+            batch_size=self.config.faces.batch_size,
+            queue_batches=self.config.queue_batches,
+        )
+        if len(faces) != chunk.end_frame - chunk.start_frame:
+            raise RecastError(
+                f"{shot_url}: chunk {chunk.index} decoded {len(faces)} frames, "
+                f"expected {chunk.end_frame - chunk.start_frame}"
+            )
+        self.chunks_done += 1
+        return ChunkAnalysis(
+            chunk_index=chunk.index,
+            start_frame=chunk.start_frame,
+            faces=faces,
+            stage_seconds={
+                "decode": times.read_seconds,
+                "analyze": times.process_seconds,
+                "wall": times.wall_seconds,
+            },
+            actor=self.label,
+        )
+
+    def render_chunk(
+        self,
+        shot_url: str,
+        info: VideoInfo,
+        chunk: Chunk,
+        tasks_per_frame: Sequence[Sequence[FaceTask]],
+        encoder: EncoderChoice,
+        segment_url: str,
+    ) -> SegmentResult:
+        """Render ``chunk`` with the planned tasks, encode it and upload it to ``segment_url``."""
+        self._ready()
+        started = time.perf_counter()
+        expected = chunk.end_frame - chunk.start_frame
+        if len(tasks_per_frame) != expected:
+            raise ValueError(f"chunk {chunk.index}: {len(tasks_per_frame)} task lists for {expected} frames")
+        renderer = self._renderer
+        stage_before = dict(getattr(renderer, "stage_seconds", {}))
+        written = 0
+
+        def render(frames: list[Frame]) -> list[Frame]:
+            tasks = [tasks_per_frame[f.index - chunk.start_frame] for f in frames]
+            if not any(tasks):
+                return frames
+            outs = renderer.render([f.rgb for f in frames], tasks)
+            return [Frame(index=f.index, pts=f.pts, rgb=out) for f, out in zip(frames, outs, strict=True)]
+
+        with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
+            local = os.path.join(tmp, f"segment.{encoder.container}")
+            with SegmentWriter(local, info, encoder, chunk) as writer:
+
+                def write(frame: Frame) -> None:
+                    nonlocal written
+                    writer.write(frame)
+                    written += 1
+
+                times: StageTimes = run_stages(
+                    decode_range(shot_url, info, chunk.start_frame, chunk.end_frame),
+                    render,
+                    write,
+                    batch_size=self.config.faces.batch_size,
+                    queue_batches=self.config.queue_batches,
+                )
+            if written != expected:
+                raise RecastError(
+                    f"{shot_url}: chunk {chunk.index} wrote {written} frames, expected {expected}"
+                )
+            encode_close_done = time.perf_counter()
+            digest, nbytes = _sha256_file(local)
+            storage.publish_file(local, segment_url)
+            upload_seconds = time.perf_counter() - encode_close_done
+
+        stage_after = dict(getattr(renderer, "stage_seconds", {}))
+        stages = {
+            "decode": times.read_seconds,
+            "render": times.process_seconds,
+            "encode": times.write_seconds,
+            "upload": upload_seconds,
+        }
+        for key, value in stage_after.items():
+            stages[f"render.{key}"] = value - stage_before.get(key, 0.0)
+        wall = time.perf_counter() - started
+        self.chunks_done += 1
+        return SegmentResult(
+            chunk_index=chunk.index,
+            url=segment_url,
+            sha256=digest,
+            bytes=nbytes,
+            frames=written,
+            faces_swapped=sum(len(t) for t in tasks_per_frame),
+            stage_seconds=stages,
+            providers=dict(self.models.providers),
+            encoder=encoder.name,
+            actor=self.label,
+            wall_seconds=wall,
+            model_busy_share=times.process_busy_share,
+        )
+
+
+def _sha256_file(path: str) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    nbytes = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+            nbytes += len(block)
+    return digest.hexdigest(), nbytes
+
+
+RenderActor = ray.remote(RenderWorker)
+"""``RenderWorker`` as a Ray actor; size it with ``RenderActor.options(num_gpus=..., num_cpus=...)``."""

@@ -1,0 +1,410 @@
+"""The job spec: one YAML file describing every shot, identity and setting of a render job.
+
+Validated once, up front, into frozen models; any problem is a ``SpecError``
+whose field is the dotted path of the offending value (``shots[1].url``,
+``output.codec``...), and unknown keys are rejected.  Example::
+
+    job_id: ep101-faces
+    shots:
+      - {name: sc01, url: s3://plates/ep101/sc01.mov}
+      - {pattern: "s3://plates/ep101/sc02_*.mov"}      # expanded with the store's glob
+    identities:
+      hero: {images: [s3://refs/hero_a.jpg, s3://refs/hero_b.jpg]}
+    selection: {mode: all, source: hero}
+    faces: {enhance: false}
+    tracking: {max_gap_frames: 5}
+    models: {pack: "builtin:default"}                    # or s3://packs/studio-v3/
+    output:
+      url: "s3://deliveries/ep101/{shot}.mov"
+      codec: prores
+      if_exists: fail                                   # fail | skip | overwrite
+    chunking: {seconds: 20}
+    resources: {gpus_per_actor: 1, max_actors: 8}
+
+Relative local paths are resolved against the folder of the spec file.  On a
+cluster (``ray job submit --working-dir``) the job runs in a copy of that
+folder: give outputs as absolute paths or object-store URLs there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from pipeline import storage
+from pipeline.configbase import Frozen
+from pipeline.encode import EncodeSettings
+from pipeline.errors import SpecError
+from pipeline.faces.config import FaceConfig, SelectionConfig
+from pipeline.models.runner import ExecutionConfig
+from pipeline.tracking import TrackingConfig
+
+VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ShotSpec(Frozen):
+    """One shot (``url``) or a glob ``pattern`` that expands to many shots.
+
+    ``output`` overrides ``output.url`` for a single shot (a full URL, no placeholders needed).
+    """
+
+    name: str | None = None
+    url: str | None = None
+    pattern: str | None = None
+    output: str | None = None
+
+    @field_validator("output")
+    @classmethod
+    def _output_container(cls, url: str | None) -> str | None:
+        if url is not None and not url.lower().endswith(VIDEO_EXTENSIONS):
+            raise ValueError(f"must end with one of {', '.join(VIDEO_EXTENSIONS)}, got {url!r}")
+        return url
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ShotSpec:
+        if (self.url is None) == (self.pattern is None):
+            raise ValueError("give exactly one of 'url' or 'pattern'")
+        if self.pattern is not None and (self.name is not None or self.output is not None):
+            raise ValueError(
+                "'name' and 'output' apply to a single 'url'; pattern shots are named after their files"
+            )
+        if self.name is not None and not _NAME_RE.match(self.name):
+            raise ValueError(f"name {self.name!r} must be letters, digits, '.', '_' or '-'")
+        return self
+
+
+class AdapterSpec(Frozen):
+    """A per-identity adapter (e.g. LoRA) file with its checksum."""
+
+    url: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class IdentitySpec(Frozen):
+    """Source images of one identity; ``face_index`` picks a face in group pictures."""
+
+    images: tuple[str, ...] = Field(min_length=1)
+    face_index: int | None = Field(default=None, ge=0)
+    adapter: AdapterSpec | None = None
+
+
+class ModelsSpec(Frozen):
+    """Model pack URL (``builtin:default`` = the embedded default pack) and how to run it."""
+
+    pack: str = "builtin:default"
+    execution: ExecutionConfig = ExecutionConfig()
+    cache_dir: str | None = None
+
+
+class OutputSpec(Frozen):
+    """Where and how each shot is written.
+
+    ``url`` is a template with ``{shot}`` (and optionally ``{job_id}``); its
+    extension picks the container.  ``work_url`` holds segments and the job
+    summary; by default ``.recast-work/<job_id>/`` beside the first output.
+    """
+
+    url: str
+    codec: Literal["h264", "hevc", "prores"] = "h264"
+    quality: int | None = None
+    preset: str | None = None
+    hardware: bool = True
+    if_exists: Literal["fail", "skip", "overwrite"] = "fail"
+    work_url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _container(cls, url: str) -> str:
+        if not url.lower().endswith(VIDEO_EXTENSIONS):
+            raise ValueError(f"must end with one of {', '.join(VIDEO_EXTENSIONS)}, got {url!r}")
+        unknown = set(re.findall(r"{([^}]*)}", url)) - {"shot", "job_id"}
+        if unknown:
+            raise ValueError(f"unknown placeholder(s) {sorted(unknown)}; use {{shot}} and {{job_id}}")
+        return url
+
+    @model_validator(mode="after")
+    def _prores_in_mov(self) -> OutputSpec:
+        if self.codec == "prores" and not self.url.lower().endswith(".mov"):
+            raise ValueError("codec prores needs a .mov output url")
+        return self
+
+    def encode_settings(self) -> EncodeSettings:
+        """The encoder settings for every segment of the job."""
+        fields: dict[str, Any] = {"codec": self.codec, "hardware": self.hardware}
+        if self.quality is not None:
+            fields["quality"] = self.quality
+        if self.preset is not None:
+            fields["preset"] = self.preset
+        return EncodeSettings(**fields)
+
+
+class ChunkingSpec(Frozen):
+    """Chunk length in seconds.  ``min_seconds`` is an advanced knob (tests use tiny chunks)."""
+
+    seconds: float = 20.0
+    min_seconds: float = Field(default=10.0, ge=1.0)
+    max_seconds: float = 30.0
+    snap_to_keyframes: bool = True
+
+    @model_validator(mode="after")
+    def _in_range(self) -> ChunkingSpec:
+        if not self.min_seconds <= self.seconds <= self.max_seconds:
+            raise ValueError(
+                f"seconds must be between {self.min_seconds:g} and {self.max_seconds:g}, got {self.seconds:g}"
+            )
+        return self
+
+
+class ResourcesSpec(Frozen):
+    """Actor sizing.  ``gpus_per_actor`` None: 1 when the cluster has GPUs, else CPU actors."""
+
+    gpus_per_actor: float | None = Field(default=None, ge=0.0)
+    cpus_per_actor: float = Field(default=1.0, gt=0.0)
+    max_actors: int | None = Field(default=None, ge=1)
+    max_inflight_per_actor: int = Field(default=2, ge=1)
+
+
+class JobSpec(Frozen):
+    """A whole render job, as validated from YAML."""
+
+    job_id: str
+    shots: tuple[ShotSpec, ...] = Field(min_length=1)
+    identities: dict[str, IdentitySpec] = Field(min_length=1)
+    selection: SelectionConfig
+    """Optional in YAML when there is one identity: every face becomes it (mode all)."""
+    faces: FaceConfig = FaceConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    models: ModelsSpec = ModelsSpec()
+    output: OutputSpec
+    chunking: ChunkingSpec = ChunkingSpec()
+    resources: ResourcesSpec = ResourcesSpec()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _implicit_source(cls, data: Any) -> Any:
+        # With a single identity, "replace every face with it" needs no selection block.
+        if (
+            isinstance(data, Mapping)
+            and isinstance(data.get("identities"), Mapping)
+            and len(data["identities"]) == 1
+        ):
+            only = next(iter(data["identities"]))
+            selection = data.get("selection", {})
+            if (
+                isinstance(selection, Mapping)
+                and selection.get("mode", "all") in ("all", "largest")
+                and "source" not in selection
+            ):
+                data = {**data, "selection": {**selection, "source": only}}
+        return data
+
+    @field_validator("job_id")
+    @classmethod
+    def _job_id(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _selection_names_identities(self) -> JobSpec:
+        known = set(self.identities)
+        if self.selection.mode in ("all", "largest"):
+            if self.selection.source not in known:
+                raise _FieldError("selection.source", f"{self.selection.source!r} is not in identities")
+        else:
+            if not self.selection.references:
+                raise _FieldError("selection.references", "mode reference needs at least one mapping")
+            for ref, src in self.selection.references.items():
+                for name in (ref, src):
+                    if name not in known:
+                        raise _FieldError(f"selection.references.{ref}", f"{name!r} is not in identities")
+        return self
+
+
+class _FieldError(ValueError):
+    """A cross-field problem that knows its own dotted field path."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ShotRef:
+    """A concrete shot of a job after pattern expansion."""
+
+    name: str
+    url: str
+    output_url: str
+
+
+def dotted(loc: tuple[int | str, ...]) -> str:
+    """``('shots', 1, 'url')`` -> ``shots[1].url``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "spec"
+
+
+def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
+    """Validate a mapping (parsed YAML) into a JobSpec; relative paths resolve against ``base_dir``."""
+    if not isinstance(data, Mapping):
+        raise SpecError("spec", f"must be a mapping of fields, got {type(data).__name__}")
+    if base_dir is not None:
+        data = _resolve_paths(dict(data), base_dir)
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        ctx_error = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, _FieldError):
+            raise SpecError(ctx_error.field, ctx_error.reason) from None
+        loc = tuple(p for p in err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif err["type"] == "missing":
+            message = "required"
+        more = len(exc.errors()) - 1
+        if more:
+            message += f" (and {more} more problem{'s' if more > 1 else ''})"
+        raise SpecError(dotted(loc), message) from None
+
+
+def load_spec(path_or_url: str) -> JobSpec:
+    """Read and validate a YAML job spec from a local path or URL."""
+    raw = storage.read_bytes(path_or_url)
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise SpecError("spec", f"{path_or_url} is not valid YAML: {exc}") from None
+    base_dir = (
+        os.path.dirname(os.path.abspath(storage.local_path(path_or_url)))
+        if storage.is_local(path_or_url)
+        else None
+    )
+    return parse_spec(data, base_dir=base_dir)
+
+
+def _is_relative_path(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and "://" not in value
+        and ":" not in value.split("/", 1)[0]
+        and not os.path.isabs(value)
+    )
+
+
+def _abs(value: Any, base_dir: str) -> Any:
+    return os.path.normpath(os.path.join(base_dir, value)) if _is_relative_path(value) else value
+
+
+def _resolve_paths(data: dict[str, Any], base_dir: str) -> dict[str, Any]:
+    """Make relative local paths absolute, leaving anything malformed for validation to report."""
+    shots = data.get("shots")
+    if isinstance(shots, list):
+        data["shots"] = [
+            {**s, **{k: _abs(s[k], base_dir) for k in ("url", "pattern") if k in s}}
+            if isinstance(s, dict)
+            else s
+            for s in shots
+        ]
+    identities = data.get("identities")
+    if isinstance(identities, dict):
+        resolved = {}
+        for name, ident in identities.items():
+            if isinstance(ident, dict):
+                ident = dict(ident)
+                if isinstance(ident.get("images"), list):
+                    ident["images"] = [_abs(u, base_dir) for u in ident["images"]]
+                if isinstance(ident.get("adapter"), dict) and "url" in ident["adapter"]:
+                    ident["adapter"] = {**ident["adapter"], "url": _abs(ident["adapter"]["url"], base_dir)}
+            resolved[name] = ident
+        data["identities"] = resolved
+    if isinstance(data.get("shots"), list):
+        data["shots"] = [
+            {**s, "output": _abs(s["output"], base_dir)} if isinstance(s, dict) and "output" in s else s
+            for s in data["shots"]
+        ]
+    output = data.get("output")
+    if isinstance(output, dict):
+        data["output"] = {
+            **output,
+            **{k: _abs(output[k], base_dir) for k in ("url", "work_url") if k in output},
+        }
+    models = data.get("models")
+    if isinstance(models, dict) and "pack" in models and not str(models["pack"]).startswith("builtin:"):
+        data["models"] = {**models, "pack": _abs(models["pack"], base_dir)}
+    return data
+
+
+def _shot_name(url: str) -> str:
+    base = url.rstrip("/").rsplit("/", 1)[-1]
+    stem = base.rsplit(".", 1)[0] if "." in base else base
+    return re.sub(r"[^A-Za-z0-9._-]", "_", stem) or "shot"
+
+
+def expand_shots(spec: JobSpec) -> list[ShotRef]:
+    """Concrete shots of the job: patterns expanded (sorted), names unique, output URLs filled in."""
+    pairs: list[tuple[str, str, str | None]] = []
+    for i, shot in enumerate(spec.shots):
+        if shot.url is not None:
+            pairs.append((shot.name or _shot_name(shot.url), shot.url, shot.output))
+            continue
+        assert shot.pattern is not None
+        matches = _glob(shot.pattern, f"shots[{i}].pattern")
+        if not matches:
+            raise SpecError(f"shots[{i}].pattern", f"{shot.pattern} matches no files")
+        pairs.extend((_shot_name(url), url, None) for url in matches)
+    names = [name for name, _, _ in pairs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SpecError("shots", f"duplicate shot name(s) {duplicates}; give each shot a distinct 'name'")
+    templated = [p for p in pairs if p[2] is None]
+    if len(templated) > 1 and "{shot}" not in spec.output.url:
+        raise SpecError("output.url", "needs a {shot} placeholder when the job has several shots")
+    refs = [ShotRef(name, url, output or output_url_for(spec, name)) for name, url, output in pairs]
+    outputs = [r.output_url for r in refs]
+    clashes = sorted({o for o in outputs if outputs.count(o) > 1})
+    if clashes:
+        raise SpecError("output.url", f"several shots would write {clashes[0]}")
+    return refs
+
+
+def output_url_for(spec: JobSpec, shot_name: str) -> str:
+    return spec.output.url.replace("{shot}", shot_name).replace("{job_id}", spec.job_id)
+
+
+def work_url_for(spec: JobSpec, shots: list[ShotRef]) -> str:
+    """Where segments and the summary of the job go."""
+    if spec.output.work_url is not None:
+        return storage.join(spec.output.work_url.replace("{job_id}", spec.job_id))
+    first = shots[0].output_url
+    parent = first.rsplit("/", 1)[0] if "/" in first else "."
+    return storage.join(parent, ".recast-work", spec.job_id)
+
+
+def _glob(pattern: str, field: str) -> list[str]:
+    try:
+        if storage.is_local(pattern):
+            import glob
+
+            return sorted(glob.glob(storage.local_path(pattern)))
+        fs, path = storage.filesystem(pattern)
+        protocol = pattern.split("://", 1)[0]
+        return sorted(f"{protocol}://{p}" for p in fs.glob(path))
+    except SpecError:
+        raise
+    except Exception as exc:
+        raise SpecError(field, f"cannot expand {pattern}: {exc}") from exc

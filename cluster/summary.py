@@ -1,0 +1,134 @@
+"""Per-shot and per-job summaries: what was rendered, how fast, on what.
+
+Plain dataclasses with ``to_dict`` (written as ``summary.json`` in the job's
+work area) and a fixed-width table for logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+ShotStatus = Literal["pending", "published", "skipped", "failed"]
+
+
+@dataclass
+class ShotSummary:
+    """The outcome of one shot."""
+
+    name: str
+    url: str
+    output_url: str
+    status: ShotStatus = "pending"
+    error: str | None = None
+    frames: int = 0
+    chunks: int = 0
+    faces_detected: int = 0
+    faces_swapped: int = 0
+    tracks: int = 0
+    seconds: float = 0.0
+    """Wall seconds from the shot's first dispatched task to its published output."""
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    """Summed over chunks (actor-seconds), plus ``track``, ``plan`` and ``merge`` on the driver."""
+    encoder: str | None = None
+    providers: dict[str, list[str]] = field(default_factory=dict)
+    chunk_actors: list[str] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    """One record per finished call: kind (analyze/render), shot, chunk, actor, attempt, ok, and its run window
+    (start, end) in seconds from the job's start as seen by the driver."""
+    output_bytes: int = 0
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 and self.status == "published" else 0.0
+
+    def add_stages(self, stages: dict[str, float], prefix: str = "") -> None:
+        for key, value in stages.items():
+            name = f"{prefix}{key}"
+            self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + float(value)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["fps"] = round(self.fps, 3)
+        out["stage_seconds"] = {k: round(v, 4) for k, v in sorted(self.stage_seconds.items())}
+        out["seconds"] = round(self.seconds, 3)
+        return out
+
+
+@dataclass
+class JobSummary:
+    """The outcome of a job: every shot, plus job-wide timings."""
+
+    job_id: str
+    work_url: str
+    shots: list[ShotSummary]
+    actors: int = 0
+    actor_info: list[dict[str, Any]] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    setup_seconds: float = 0.0
+    """From the start of the driver to warm actors (pack loaded, identities embedded)."""
+    first_analysis_seconds: float | None = None
+    first_chunk_seconds: float | None = None
+    """From the start of the driver to the first rendered segment uploaded."""
+    warnings: list[str] = field(default_factory=list)
+    started_at_epoch: float = 0.0
+    """Wall-clock time (``time.time()``) the driver started; the ``*_seconds`` offsets count from it."""
+
+    @property
+    def ok(self) -> bool:
+        return all(s.status in ("published", "skipped") for s in self.shots)
+
+    @property
+    def frames(self) -> int:
+        return sum(s.frames for s in self.shots if s.status == "published")
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "ok": self.ok,
+            "work_url": self.work_url,
+            "actors": self.actors,
+            "frames": self.frames,
+            "fps": round(self.fps, 3),
+            "wall_seconds": round(self.wall_seconds, 3),
+            "setup_seconds": round(self.setup_seconds, 3),
+            "first_analysis_seconds": _round(self.first_analysis_seconds),
+            "first_chunk_seconds": _round(self.first_chunk_seconds),
+            "started_at_epoch": self.started_at_epoch,
+            "warnings": self.warnings,
+            "actor_info": self.actor_info,
+            "shots": [s.to_dict() for s in self.shots],
+        }
+
+    def table(self) -> str:
+        """A human-readable table, one line per shot, then the job line."""
+        lines = [
+            f"{'shot':<20} {'status':<10} {'frames':>7} {'faces':>7} {'fps':>7} {'seconds':>8}  encoder / providers",
+        ]
+        for s in self.shots:
+            providers = ",".join(sorted({p for ps in s.providers.values() for p in ps[:1]}))
+            lines.append(
+                f"{s.name[:20]:<20} {s.status:<10} {s.frames:>7} {s.faces_swapped:>7} {s.fps:>7.1f} "
+                f"{s.seconds:>8.1f}  {s.encoder or '-'} / {providers or '-'}"
+            )
+            if s.stage_seconds:
+                stages = "  ".join(
+                    f"{k}={v:.1f}s" for k, v in sorted(s.stage_seconds.items()) if "." not in k
+                )
+                lines.append(f"{'':<20} stages: {stages}")
+            if s.error:
+                lines.append(f"{'':<20} error: {s.error}")
+        first = f"{self.first_chunk_seconds:.1f}s" if self.first_chunk_seconds is not None else "-"
+        lines.append(
+            f"job {self.job_id}: {'OK' if self.ok else 'FAILED'}  {self.frames} frames in {self.wall_seconds:.1f}s "
+            f"({self.fps:.1f} fps) on {self.actors} actor(s); set-up {self.setup_seconds:.1f}s; first chunk {first}"
+        )
+        return "\n".join(lines)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

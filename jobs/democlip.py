@@ -1,0 +1,151 @@
+"""Demo media made from real faces that ship inside installed packages (nothing downloaded).
+
+* :func:`make_face_clip`: the astronaut from ``skimage.data`` animated with a
+  slow pan and zoom (public domain picture), H.264 with a 440 Hz AAC tone and
+  a timecode, at any size and length.  Used by the demo and by the tests.
+* :func:`write_source_image`: a source identity picture: insightface's
+  ``t1.jpg`` group photo (pick a face with ``face_index``), loaded from the
+  installed package and written next to the job, never committed.
+
+    python -m jobs.democlip out/demo/shot.mp4 --seconds 60 --width 640 --height 360
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import os
+import shutil
+from fractions import Fraction
+
+import av
+import cv2
+import numpy as np
+
+ASTRONAUT_FACE_XY = (215.0, 130.0)
+"""Roughly the centre of the astronaut's face in ``skimage.data.astronaut()`` (512x512)."""
+
+
+def astronaut_rgb() -> np.ndarray:
+    from skimage import data
+
+    return np.ascontiguousarray(data.astronaut())
+
+
+def pan_zoom_frame(image: np.ndarray, t: float, width: int, height: int) -> np.ndarray:
+    """Frame at phase ``t`` in [0, 1]: a window that slowly zooms in and drifts around the face."""
+    img_h, img_w = image.shape[:2]
+    zoom = 1.15 + 0.45 * (0.5 - 0.5 * math.cos(2 * math.pi * t))  # 1.15 -> 1.6 -> 1.15
+    win_w = img_w / zoom
+    win_h = win_w * height / width
+    if win_h > img_h:
+        win_h = img_h / zoom * 1.0
+        win_w = win_h * width / height
+    cx = ASTRONAUT_FACE_XY[0] + 40.0 * math.sin(2 * math.pi * t)
+    cy = ASTRONAUT_FACE_XY[1] + 40.0 + 25.0 * math.sin(4 * math.pi * t)
+    x0 = float(np.clip(cx - win_w / 2, 0, img_w - win_w))
+    y0 = float(np.clip(cy - win_h / 2, 0, img_h - win_h))
+    # Sub-pixel affine warp: smooth motion, no integer jumps between frames.
+    sx, sy = width / win_w, height / win_h
+    matrix = np.array([[sx, 0.0, -x0 * sx], [0.0, sy, -y0 * sy]], dtype=np.float64)
+    return cv2.warpAffine(
+        image, matrix, (width, height), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT
+    )
+
+
+def make_face_clip(
+    path: str,
+    *,
+    seconds: float = 60.0,
+    fps: int = 24,
+    width: int = 640,
+    height: int = 360,
+    gop: int = 48,
+    audio: bool = True,
+    timecode: str | None = "01:00:00:00",
+) -> str:
+    """Write the animated astronaut clip to the local ``path`` (H.264 yuv420p BT.709 + AAC tone)."""
+    if width % 2 or height % 2:
+        raise ValueError(f"width and height must be even, got {width}x{height}")
+    image = astronaut_rgb()
+    frames = max(1, round(seconds * fps))
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    tb = Fraction(1, fps * 512)
+    with av.open(path, mode="w") as out:
+        stream = out.add_stream("libx264", rate=fps)
+        ctx = stream.codec_context
+        ctx.width, ctx.height, ctx.pix_fmt = width, height, "yuv420p"
+        ctx.time_base = tb
+        stream.time_base = tb
+        ctx.options = {
+            "preset": "veryfast",
+            "crf": "16",
+            "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=2",
+        }
+        ctx.color_primaries, ctx.color_trc, ctx.colorspace, ctx.color_range = 1, 1, 1, 1  # BT.709, limited
+        if timecode:
+            stream.metadata["timecode"] = timecode
+        astream = None
+        if audio:
+            astream = out.add_stream("aac", rate=48000)
+            astream.layout = "mono"
+        for i in range(frames):
+            rgb = pan_zoom_frame(image, i / max(1, frames - 1) if frames > 1 else 0.0, width, height)
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(
+                format="yuv420p",
+                src_colorspace="ITU709",
+                dst_colorspace="ITU709",
+                src_color_range="JPEG",
+                dst_color_range="MPEG",
+            )
+            frame.pts = i * 512
+            frame.time_base = tb
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+        if astream is not None:
+            total = round(frames / fps * 48000)
+            t = np.arange(total) / 48000.0
+            samples = (0.2 * np.sin(2 * math.pi * 440.0 * t)).astype(np.float32)
+            for start in range(0, total, 1024):
+                block = np.ascontiguousarray(samples[start : start + 1024][None, :])
+                aframe = av.AudioFrame.from_ndarray(block, format="flt", layout="mono")
+                aframe.sample_rate = 48000
+                aframe.pts = start
+                aframe.time_base = Fraction(1, 48000)
+                out.mux(astream.encode(aframe))
+            out.mux(astream.encode(None))
+    return path
+
+
+def insightface_image(name: str = "t1.jpg") -> str:
+    """Path of a picture shipped in the installed insightface package."""
+    spec = importlib.util.find_spec("insightface")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("insightface is not installed (bash infra/bootstrap.sh installs it)")
+    path = os.path.join(os.path.dirname(spec.origin), "data", "images", name)
+    if not os.path.exists(path):
+        raise FileNotFoundError(path)
+    return path
+
+
+def write_source_image(path: str) -> str:
+    """Copy insightface's t1.jpg group photo (6 faces) to ``path``; pick a face with ``face_index``."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    shutil.copyfile(insightface_image("t1.jpg"), path)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Write the demo face clip.")
+    parser.add_argument("path")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--fps", type=int, default=24)
+    parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--height", type=int, default=360)
+    args = parser.parse_args()
+    make_face_clip(args.path, seconds=args.seconds, fps=args.fps, width=args.width, height=args.height)
+
+
+if __name__ == "__main__":
+    main()

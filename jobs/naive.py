@@ -1,0 +1,159 @@
+"""The naive face-swap loop, as common open-source tools run it: the benchmark's baseline.
+
+One frame at a time, one stage after another, in one process::
+
+    decode frame -> detect -> recognise every face -> swap -> paste back (-> enhance) -> encode frame
+
+Same model pack and role classes as Recast (``pipeline.models``, ``pipeline.faces``),
+ONNX Runtime using every core for each model call (its default), the same encoder
+settings as the Recast run it is compared with.  Nothing overlaps: while a model runs,
+nothing is decoded or encoded.  Ray-free.
+
+    .venv/bin/python -m jobs.naive clip.mp4 out.mp4 --source face.jpg --pack builtin:default
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+import av
+
+from pipeline.chunking import Chunk
+from pipeline.decode import Frame
+from pipeline.encode import EncodeSettings, SegmentWriter, choose_encoder
+from pipeline.faces.config import FaceConfig, SelectionConfig
+from pipeline.faces.select import select_faces
+from pipeline.faces.types import FaceTask
+from pipeline.models.runner import ExecutionConfig
+from pipeline.probe import probe
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class NaiveResult:
+    """What the naive loop did and how long each stage took (wall seconds, summed over frames)."""
+
+    frames: int
+    faces_detected: int
+    faces_swapped: int
+    loop_seconds: float
+    """Wall seconds of the frame loop (models already loaded)."""
+    setup_seconds: float
+    """Pack load, sessions and source identity."""
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    encoder: str = ""
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.loop_seconds if self.loop_seconds > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["fps"] = round(self.fps, 3)
+        out["stage_seconds"] = {k: round(v, 4) for k, v in self.stage_seconds.items()}
+        return out
+
+
+def naive_render(
+    clip_path: str,
+    out_path: str,
+    *,
+    pack_url: str,
+    source_image: str,
+    face_index: int | None = 0,
+    enhance: bool = False,
+    encode: EncodeSettings | None = None,
+    execution: ExecutionConfig | None = None,
+    pack_cache_dir: str | None = None,
+) -> NaiveResult:
+    """Render every face of ``clip_path`` into ``out_path`` with the naive sequential loop."""
+    from pipeline.faces.analyze import FaceAnalyzer
+    from pipeline.faces.identity import load_identity
+    from pipeline.faces.render import FaceRenderer
+    from pipeline.models.loader import load_face_models
+    from pipeline.models.pack import load_pack
+
+    started = time.perf_counter()
+    models = load_face_models(load_pack(pack_url, cache_dir=pack_cache_dir), execution or ExecutionConfig())
+    identity = load_identity("hero", [source_image], models, face_index=face_index)
+    # batch_size=1: one frame, one face at a time, like the tools this stands for.
+    analyzer = FaceAnalyzer(models, batch_size=1)
+    renderer = FaceRenderer(models, {"hero": identity}, FaceConfig(enhance=enhance, batch_size=1))
+    selection = SelectionConfig(mode="all", source="hero")
+    info = probe(clip_path)
+    choice = choose_encoder(encode or EncodeSettings(codec="h264", preset="veryfast", hardware=False), info)
+    setup_seconds = time.perf_counter() - started
+
+    stages = {"decode": 0.0, "encode": 0.0}
+    detected = swapped = frames = 0
+    whole = Chunk(0, 0, info.frame_count, info.pts[0], info.end_pts())
+    loop_started = time.perf_counter()
+    with av.open(clip_path) as container, SegmentWriter(out_path, info, choice, whole) as writer:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        decoded = container.decode(stream)
+        while True:
+            t0 = time.perf_counter()
+            av_frame = next(decoded, None)
+            if av_frame is None:
+                break
+            rgb = av_frame.to_ndarray(format="rgb24")
+            stages["decode"] += time.perf_counter() - t0
+            faces = analyzer.analyze([rgb], embed=True)[0]
+            tasks = [
+                FaceTask(track_id=-1, identity=src, box=f.box, landmarks=f.landmarks)
+                for f, src in select_faces(faces, selection, {"hero": identity})
+            ]
+            out = renderer.render([rgb], [tasks])[0]
+            t0 = time.perf_counter()
+            writer.write(Frame(index=frames, pts=int(av_frame.pts), rgb=out))
+            stages["encode"] += time.perf_counter() - t0
+            detected += len(faces)
+            swapped += len(tasks)
+            frames += 1
+    loop_seconds = time.perf_counter() - loop_started
+    stages.update(analyzer.stage_seconds)
+    stages.update(renderer.stage_seconds)
+    logger.info("naive loop: %d frames in %.1fs (%.2f fps)", frames, loop_seconds, frames / loop_seconds)
+    return NaiveResult(
+        frames=frames,
+        faces_detected=detected,
+        faces_swapped=swapped,
+        loop_seconds=loop_seconds,
+        setup_seconds=setup_seconds,
+        stage_seconds=stages,
+        encoder=choice.name,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the naive sequential face-swap loop on one clip.")
+    parser.add_argument("clip")
+    parser.add_argument("out")
+    parser.add_argument("--source", required=True, help="source face picture")
+    parser.add_argument("--face-index", type=int, default=0)
+    parser.add_argument("--pack", default="builtin:default")
+    parser.add_argument("--enhance", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    result = naive_render(
+        args.clip,
+        args.out,
+        pack_url=args.pack,
+        source_image=args.source,
+        face_index=args.face_index,
+        enhance=args.enhance,
+    )
+    print(json.dumps(result.to_dict(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

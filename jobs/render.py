@@ -1,0 +1,79 @@
+"""Render every shot of a job spec on Ray.
+
+Locally (starts a Ray instance, or joins ``RAY_ADDRESS`` when set)::
+
+    python -m jobs.render spec.yaml
+
+On a cluster (from the repository root; S3 settings travel in the runtime env)::
+
+    ray job submit --address http://HEAD:8265 --working-dir . \\
+        --runtime-env-json '{"env_vars": {"AWS_ENDPOINT_URL": "...", "AWS_DEFAULT_REGION": "us-east-1"}}' \\
+        -- python -m jobs.render spec.yaml
+
+Exit status: 0 when every shot's output is published (or skipped by
+``output.if_exists: skip``); 2 for a bad spec or input (the message names the
+field or file); 1 when rendering failed (the summary says which shots and why).
+The summary is printed and written to ``<work area>/summary.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+EXIT_OK, EXIT_RENDER_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs.render", description=__doc__.split("\n\n")[0])
+    parser.add_argument("spec", help="job spec YAML (local path or URL)")
+    parser.add_argument("--summary-json", help="also write the summary JSON to this local path")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+    from cluster.driver import run_job
+    from cluster.spec import load_spec
+    from pipeline.errors import RecastError
+
+    try:
+        spec = load_spec(args.spec)
+    except RecastError as exc:
+        print(f"recast: bad job spec: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    import ray
+
+    if not ray.is_initialized():
+        # Joins RAY_ADDRESS (or the cluster of a submitted job) when set, else starts a local instance.
+        ray.init(log_to_driver=True, logging_level=logging.WARNING)
+    try:
+        summary = run_job(spec)
+    except RecastError as exc:
+        print(f"recast: job {spec.job_id} not started: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    print(summary.table())
+    data = summary.to_dict()
+    print("SUMMARY_JSON " + json.dumps(data, default=str))
+    if args.summary_json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.summary_json)), exist_ok=True)
+        with open(args.summary_json, "w") as fh:
+            json.dump(data, fh, indent=2, default=str)
+    if not summary.ok:
+        failed = [f"{s.name}: {s.error}" for s in summary.shots if s.status == "failed"]
+        print("recast: failed shots:\n  " + "\n  ".join(failed), file=sys.stderr)
+        return EXIT_RENDER_FAILED
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Smoke test of the benchmark job at test scale (``--tiny``): it runs end to end and reports.
+
+Runs ``python -m jobs.benchmark --tiny`` in a subprocess (its own private Ray
+instance, as a user would run it) and checks that ``bench.json`` has every
+figure the issue asks for, with the ratios computed from the measured values.
+No timing assertions: the figures of a tiny run on a shared machine mean nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.raytools import RAY_ENV
+
+REPO = Path(__file__).resolve().parents[2]
+STAGES = {"decode", "detect+recog", "align", "swap", "enhance", "paste", "encode"}
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
+    out = tmp_path_factory.mktemp("bench")
+    env = {**os.environ, **RAY_ENV}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobs.benchmark", "--tiny", "--out", str(out)],
+        check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(out / "bench.json") as fh:
+        results = json.load(fh)
+    text = (out / "bench.txt").read_text()
+    assert proc.stdout.strip().endswith(text.strip().splitlines()[-1].strip())
+    return results, text
+
+
+def test_every_runner_renders_every_frame(bench: tuple[dict, str]) -> None:
+    results, _ = bench
+    cores = results["machine"]["cores"]
+    sets = {c["set"] for c in results["comparisons"]}
+    assert sets == {"default", "production"}
+    for comp in results["comparisons"]:
+        runs = comp["runs"]
+        assert set(runs) == {"naive", "recast_1", f"recast_{cores}"}
+        frames = {run["frames"] for run in runs.values()}
+        assert len(frames) == 1 and frames.pop() == 48  # 2 s at 24 fps, every frame out
+        for name, run in runs.items():
+            # real faces are found and replaced in every frame by every runner
+            assert run["faces_swapped"] >= run["frames"], (comp["label"], name)
+            assert run["fps"] > 0
+            assert STAGES <= set(run["stage_seconds"])
+            assert run["stage_seconds"]["swap"] > 0
+            assert 0 < run["model_busy_share"] <= 1.5
+            assert run["speedup"] == pytest.approx(run["fps"] / runs["naive"]["fps"])
+        assert runs["recast_1"]["actors"] == 1 and runs[f"recast_{cores}"]["actors"] == cores
+        for name in ("recast_1", f"recast_{cores}"):
+            run = runs[name]
+            assert {"upload", "merge"} <= set(run["stage_seconds"])
+            assert run["chunks"] == 2
+            # one peak per actor process, read from /proc while the job ran
+            assert len(run["peak_rss_mb"]) == run["actors"]
+            assert all(p > 50 for p in run["peak_rss_mb"])
+            assert run["merge_mb_per_s"] > 0
+            assert run["first_chunk_seconds"] > 0
+        assert comp["actors_time_ratio"] == pytest.approx(
+            runs[f"recast_{cores}"]["seconds"] / runs["recast_1"]["seconds"]
+        )
+
+
+def test_ceiling_and_targets(bench: tuple[dict, str]) -> None:
+    results, text = bench
+    for comp in results["comparisons"]:
+        ceiling = comp["ceiling"]
+        per = ceiling["cpu_seconds_per_frame"]
+        assert {"decode", "detect", "recognize", "swap", "paste", "encode"} <= set(per)
+        assert ceiling["total_cpu_seconds_per_frame"] == pytest.approx(sum(per.values()), abs=1e-4)
+        assert ceiling["limit_fps"] == pytest.approx(
+            ceiling["cores"] / ceiling["total_cpu_seconds_per_frame"], rel=1e-3
+        )
+        assert ceiling["efficiency"] == pytest.approx(ceiling["achieved_fps"] / ceiling["limit_fps"])
+        assert ceiling["faces_per_frame"] >= 1
+    verdicts = {row["what"]: row for row in results["targets"]}
+    assert any("speed-up" in w for w in verdicts) and any("efficiency" in w for w in verdicts)
+    assert any("busy share" in w for w in verdicts)
+    for row in results["targets"]:
+        assert row["verdict"] in ("PASS", "MISS")
+        assert row["what"] in text
+    assert "load average" in results["machine"]["load_before"]

@@ -1,0 +1,200 @@
+"""Ray helpers for tests: an in-process local Ray, and a real head node started with ``ray start``.
+
+The head runs as ``ray start --head --block`` in its own process group, so
+stopping it ends exactly the processes this test started (a plain ``ray stop``
+would end every Ray instance on the machine, other tests' included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+RAY_CLI = str(VENV_BIN / "ray")
+
+RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    # Token auth is the default for local clusters since 2.59; tests run without it.
+    "RAY_AUTH_MODE": "disabled",
+}
+AGENT_WAIT_SECONDS = 60.0
+S3_ENV_KEYS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+
+
+def s3_env_vars() -> dict[str, str]:
+    """The loopback S3 settings of this process (set by the ``s3_endpoint`` fixture)."""
+    return {k: os.environ[k] for k in S3_ENV_KEYS if k in os.environ}
+
+
+@contextlib.contextmanager
+def local_ray(num_cpus: int = 2, env_vars: dict[str, str] | None = None) -> Iterator[None]:
+    """``ray.init`` a private local instance for the duration of the block."""
+    import ray
+
+    os.environ.update(RAY_ENV)
+    if ray.is_initialized():
+        ray.shutdown()
+    runtime_env = {"env_vars": {"PYTHONPATH": str(REPO), **RAY_ENV, **(env_vars or {})}}
+    ray.init(
+        num_cpus=num_cpus,
+        num_gpus=0,
+        include_dashboard=False,
+        runtime_env=runtime_env,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@dataclass
+class Head:
+    """A running head node started by :func:`ray_head`."""
+
+    gcs_address: str
+    dashboard_url: str
+    env: dict[str, str]
+    process: subprocess.Popen
+
+    def cli(self, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
+        """Run the ``ray`` CLI against this head (stdout and stderr captured as text)."""
+        return subprocess.run(
+            [RAY_CLI, *args],
+            check=False,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=str(REPO),
+        )
+
+    def submit(
+        self,
+        entrypoint: list[str],
+        *,
+        env_vars: dict[str, str] | None = None,
+        submission_id: str | None = None,
+        timeout: float = 400.0,
+    ) -> subprocess.CompletedProcess:
+        """``ray job submit --working-dir <repo>`` and wait for the job to end.
+
+        The head's job agent registers a little after the dashboard answers; a
+        submission refused with "No available agent" is retried for a while.
+        """
+        args = ["job", "submit", "--address", self.dashboard_url, "--working-dir", str(REPO)]
+        if env_vars:
+            args += ["--runtime-env-json", json.dumps({"env_vars": env_vars})]
+        if submission_id:
+            args += ["--submission-id", submission_id]
+        deadline = time.monotonic() + AGENT_WAIT_SECONDS
+        while True:
+            done = self.cli(*args, "--", *entrypoint, timeout=timeout)
+            refused = done.returncode != 0 and "No available agent" in done.stdout + done.stderr
+            if not refused or time.monotonic() > deadline:
+                return done
+            time.sleep(1.0)
+
+
+@contextlib.contextmanager
+def ray_head(num_cpus: int = 2, ready_timeout: float = 90.0) -> Iterator[Head]:
+    """Start ``ray start --head`` with a dashboard on free ports; stop it afterwards."""
+    port, dash_port = free_port(), free_port()
+    temp_dir = tempfile.mkdtemp(prefix="rh-", dir="/tmp")
+    env = {
+        **os.environ,
+        **RAY_ENV,
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    env.pop("RAY_ADDRESS", None)
+    cmd = [
+        RAY_CLI,
+        "start",
+        "--head",
+        "--block",
+        "--port",
+        str(port),
+        "--num-cpus",
+        str(num_cpus),
+        "--num-gpus",
+        "0",
+        "--include-dashboard",
+        "true",
+        "--dashboard-host",
+        "127.0.0.1",
+        "--dashboard-port",
+        str(dash_port),
+        "--temp-dir",
+        temp_dir,
+        # Ports that default to fixed numbers: another Ray on this machine may hold them.
+        "--dashboard-agent-listen-port",
+        str(free_port()),
+        "--ray-client-server-port",
+        str(free_port()),
+        "--metrics-export-port",
+        str(free_port()),
+        "--disable-usage-stats",
+    ]
+    log = open(os.path.join(temp_dir, "head.log"), "w")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    dashboard_url = f"http://127.0.0.1:{dash_port}"
+    head = Head(f"127.0.0.1:{port}", dashboard_url, env, process)
+    try:
+        _wait_ready(dashboard_url, process, ready_timeout, os.path.join(temp_dir, "head.log"))
+        yield head
+    finally:
+        _stop(process)
+        log.close()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _wait_ready(dashboard_url: str, process: subprocess.Popen, timeout: float, log_path: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"ray start exited with {process.returncode}: {Path(log_path).read_text()[-3000:]}"
+            )
+        try:
+            with urllib.request.urlopen(f"{dashboard_url}/api/version", timeout=2) as resp:
+                if resp.status == 200:
+                    # The job agent may come up a moment after the dashboard itself.
+                    with urllib.request.urlopen(f"{dashboard_url}/api/jobs/", timeout=5) as jobs:
+                        if jobs.status == 200:
+                            return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"Ray head not ready after {timeout:.0f}s: {Path(log_path).read_text()[-3000:]}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """End the head and everything it started (its own process group)."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+    # Workers may outlive the `ray start` process for a moment; end the group for good.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
