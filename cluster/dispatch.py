@@ -1,4 +1,4 @@
-"""Dispatching work items to a pool of actors: bounded in-flight work, priorities, retries.
+"""Dispatching work items to an elastic pool of actors: bounded in-flight work, priorities, retries.
 
 Each actor has at most ``max_inflight`` calls outstanding (one running, the
 next queued on the actor so it never idles between calls).  Pending work is
@@ -7,6 +7,21 @@ the longest shots the smallest priorities.  An item whose actor dies is handed
 to another actor (the dead one is replaced through ``replace_actor``) up to
 ``max_attempts`` times; an exception raised by the work itself is returned to
 the caller, not retried (it would fail the same way again).
+
+Elasticity (all optional, so a fixed pool works as before):
+
+* actors given with a *ready* ObjectRef (``starting``), or started later, take
+  no work until that ref resolves, i.e. until their set-up is done.  An actor
+  that the cluster cannot place yet simply stays starting: it is the demand
+  an autoscaler acts on, and it joins as soon as a node for it comes up;
+* with an :class:`Elasticity` policy the dispatcher starts actors up to
+  ``max_actors`` while work is pending, and releases (``ray.kill``) idle and
+  still-starting actors once no pending work is left for them, after
+  ``idle_release_seconds`` (the grace covers the moment between one stage's
+  last result and the next stage's work being submitted);
+* items may name ``affinity`` keys (e.g. the identities whose adapter a render
+  needs): among the actors with room, one that already ran a key of the item
+  is preferred, else the least-loaded one.
 """
 
 from __future__ import annotations
@@ -15,19 +30,25 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from pipeline.errors import RecastError
+
 logger = logging.getLogger(__name__)
 
 
 @dataclass(order=True)
 class WorkItem:
-    """One call to make on some actor: ``call(handle) -> ObjectRef``."""
+    """One call to make on some actor: ``call(handle) -> ObjectRef``.
+
+    ``actor`` is the actor of the latest attempt, ``actors`` every attempt's
+    actor in order; ``affinity`` keys steer placement (see the module doc).
+    """
 
     priority: tuple[Any, ...]
     seq: int = field(default=0)
@@ -38,6 +59,8 @@ class WorkItem:
     attempts: int = field(default=0, compare=False)
     actor: str | None = field(default=None, compare=False)
     submitted_at: float = field(default=0.0, compare=False)
+    affinity: tuple[str, ...] = field(default=(), compare=False)
+    actors: list[str] = field(default_factory=list, compare=False)
 
 
 @dataclass
@@ -50,6 +73,24 @@ class Outcome:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class Elasticity:
+    """How the pool grows and shrinks.
+
+    ``start_actor()`` creates one more actor (it may stay pending until the
+    cluster has room); ``ready_call(handle)`` returns an ObjectRef that
+    resolves once that actor's set-up is done (its value is kept in
+    :attr:`Dispatcher.infos`); ``release_actor(label, handle)`` ends an idle
+    actor (default ``ray.kill``).
+    """
+
+    start_actor: Callable[[], tuple[str, Any]]
+    ready_call: Callable[[Any], Any]
+    max_actors: int
+    idle_release_seconds: float = 5.0
+    release_actor: Callable[[str, Any], None] | None = None
+
+
 def unwrap(exc: BaseException) -> BaseException:
     """The exception raised inside the task, if Ray wrapped one."""
     if isinstance(exc, RayTaskError) and exc.cause is not None:
@@ -58,7 +99,7 @@ def unwrap(exc: BaseException) -> BaseException:
 
 
 class Dispatcher:
-    """Keeps every actor busy with at most ``max_inflight`` calls, highest priority first."""
+    """Keeps every ready actor busy with at most ``max_inflight`` calls, highest priority first."""
 
     def __init__(
         self,
@@ -67,19 +108,39 @@ class Dispatcher:
         max_inflight: int,
         max_attempts: int = 3,
         replace_actor: Callable[[str], tuple[str, Any]] | None = None,
+        on_retry: Callable[[WorkItem], None] | None = None,
+        starting: Mapping[str, Any] | None = None,
+        elastic: Elasticity | None = None,
     ) -> None:
-        if not actors:
+        if not actors and elastic is None:
             raise ValueError("Dispatcher needs at least one actor")
-        self.actors: dict[str, Any] = dict(actors)
         self.max_inflight = max_inflight
         self.max_attempts = max_attempts
         self.replace_actor = replace_actor
+        self.on_retry = on_retry
+        self.elastic = elastic
+        self.actors: dict[str, Any] = {}  # ready actors, the only ones given work
+        self._starting: dict[Any, tuple[str, Any]] = {}  # ready ObjectRef -> (label, handle)
         self._pending: list[WorkItem] = []
         self._inflight: dict[Any, WorkItem] = {}  # ObjectRef -> item
-        self._load: dict[str, int] = {label: 0 for label in self.actors}
+        self._load: dict[str, int] = {}
         self._seq = itertools.count()
+        self._affinity: dict[str, set[str]] = {}  # affinity key -> labels that ran it
+        self._drained_since: float | None = None
         self.retries = 0
-        self.assigned: dict[str, int] = {label: 0 for label in self.actors}
+        self.assigned: dict[str, int] = {}
+        self.infos: dict[str, Any] = {}  # label -> value of its ready ref
+        self.ready_at: dict[str, float] = {}  # label -> perf_counter() when it became ready
+        self.released: dict[str, float] = {}  # label -> perf_counter() when it was released
+        self.setup_errors: dict[str, BaseException] = {}
+        starting = dict(starting or {})
+        for label, handle in actors:
+            if label in starting:
+                self._starting[starting[label]] = (label, handle)
+            else:
+                self._add_ready(label, handle)
+
+    # -- state --------------------------------------------------------------------------------
 
     @property
     def idle(self) -> bool:
@@ -93,13 +154,25 @@ class Dispatcher:
     def pending(self) -> int:
         return len(self._pending)
 
+    @property
+    def starting(self) -> list[str]:
+        """Labels of actors whose set-up is not done yet (maybe not even placed)."""
+        return [label for label, _ in self._starting.values()]
+
     def load(self) -> dict[str, int]:
-        """Calls outstanding per live actor (never above ``max_inflight``)."""
+        """Calls outstanding per ready actor (never above ``max_inflight``)."""
         return dict(self._load)
+
+    def handles(self) -> list[tuple[str, Any]]:
+        """Every actor this dispatcher still holds, ready or starting."""
+        return [*self.actors.items(), *self._starting.values()]
+
+    # -- work ---------------------------------------------------------------------------------
 
     def submit(self, item: WorkItem) -> None:
         item.seq = next(self._seq)
         heapq.heappush(self._pending, item)
+        self._drained_since = None
 
     def drop(self, shot: str) -> int:
         """Forget the pending (not yet dispatched) items of ``shot``; returns how many."""
@@ -110,32 +183,54 @@ class Dispatcher:
         return dropped
 
     def pump(self) -> None:
-        """Hand pending items to the least-loaded actors with room."""
+        """Hand pending items to ready actors with room: affinity first, then the least-loaded."""
         while self._pending:
-            label = min(self._load, key=lambda k: (self._load[k], k))
-            if self._load[label] >= self.max_inflight:
-                return
+            free = [label for label, n in self._load.items() if n < self.max_inflight]
+            if not free:
+                break
             item = heapq.heappop(self._pending)
+            label = self._place(item, free)
             item.actor = label
+            item.actors.append(label)
             item.attempts += 1
             item.submitted_at = time.perf_counter()
             ref = item.call(self.actors[label])
             self._inflight[ref] = item
             self._load[label] += 1
             self.assigned[label] = self.assigned.get(label, 0) + 1
+            for key in item.affinity:
+                self._affinity.setdefault(key, set()).add(label)
+        self._grow()
+        self._check_any_left()
+
+    def _place(self, item: WorkItem, free: list[str]) -> str:
+        preferred = [
+            label for label in free if any(label in self._affinity.get(k, ()) for k in item.affinity)
+        ]
+        candidates = preferred or free
+        return min(candidates, key=lambda k: (self._load[k], k))
 
     def wait(self, timeout: float) -> list[Outcome]:
-        """Outcomes of the items that finished within ``timeout`` seconds (maybe none)."""
+        """Outcomes of the items that finished within ``timeout`` seconds (maybe none).
+
+        Also admits actors whose set-up finished, and releases idle ones when
+        no pending work is left for them.
+        """
         self.pump()
-        if not self._inflight:
+        self._release_idle()
+        watched = [*self._inflight, *self._starting]
+        if not watched:
             return []
-        ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=timeout)
+        ready, _ = ray.wait(watched, num_returns=1, timeout=timeout)
         if ready:
             # Collect everything else that is already done too, without waiting.
-            more, _ = ray.wait(list(self._inflight), num_returns=len(self._inflight), timeout=0)
+            more, _ = ray.wait(watched, num_returns=len(watched), timeout=0)
             ready = list(dict.fromkeys([*ready, *more]))
         outcomes: list[Outcome] = []
         for ref in ready:
+            if ref in self._starting:
+                self._admit(ref)
+                continue
             item = self._inflight.pop(ref)
             assert item.actor is not None
             if item.actor in self._load:
@@ -144,7 +239,7 @@ class Dispatcher:
             try:
                 outcomes.append(Outcome(item, value=ray.get(ref), seconds=seconds))
             except RayActorError as exc:
-                self._actor_lost(item, exc)
+                self._actor_lost(item.actor, exc)
                 if item.attempts >= self.max_attempts:
                     outcomes.append(Outcome(item, error=exc, seconds=seconds))
                 else:
@@ -158,23 +253,140 @@ class Dispatcher:
                         item.attempts,
                     )
                     self.submit(item)
+                    if self.on_retry is not None:
+                        self.on_retry(item)
             except Exception as exc:  # noqa: BLE001 - returned to the driver to fail the shot
                 outcomes.append(Outcome(item, error=unwrap(exc), seconds=seconds))
         self.pump()
         return outcomes
 
-    def _actor_lost(self, item: WorkItem, exc: BaseException) -> None:
-        label = item.actor
-        if label is None or label not in self.actors:
+    def release_all(self) -> None:
+        """Release every actor still held (end of the job)."""
+        for label, handle in self.handles():
+            self._release(label, handle)
+        self.actors.clear()
+        self._load.clear()
+        self._starting.clear()
+
+    # -- elasticity ---------------------------------------------------------------------------
+
+    def _add_ready(self, label: str, handle: Any) -> None:
+        self.actors[label] = handle
+        self._load[label] = 0
+        self.assigned.setdefault(label, 0)
+        self.ready_at.setdefault(label, time.perf_counter())
+
+    def _add_starting(self, label: str, handle: Any) -> None:
+        if self.elastic is None:
+            # No way to tell when it is ready: queue work on it at once (Ray runs it after set-up).
+            self._add_ready(label, handle)
+            return
+        self._starting[self.elastic.ready_call(handle)] = (label, handle)
+
+    def _admit(self, ref: Any) -> None:
+        label, handle = self._starting.pop(ref)
+        try:
+            self.infos[label] = ray.get(ref)
+        except RayActorError as exc:
+            logger.warning("render actor %s died during set-up: %s", label, exc)
+            self._replace(label)
+            return
+        except Exception as exc:  # noqa: BLE001 - a set-up error (pack, source face) ends this actor only
+            cause = unwrap(exc)
+            logger.error("render actor %s failed its set-up: %s", label, cause)
+            self.setup_errors[label] = cause
+            self._release(label, handle)
+            self._check_any_left(cause)
+            return
+        self._add_ready(label, handle)
+        self.ready_at[label] = time.perf_counter()
+        logger.info("render actor %s ready; %d actor(s) take work", label, len(self.actors))
+
+    def _grow(self) -> None:
+        """Ask for actors up to the limit while work is pending; unplaceable ones wait as demand."""
+        if self.elastic is None or not self._pending:
+            return
+        if len(self.setup_errors) >= self.elastic.max_actors:
+            return  # new actors would fail their set-up the same way
+        # Only as many as pending work could use beyond the free slots of actors held already.
+        held = len(self.actors) + len(self._starting)
+        want = min(self.elastic.max_actors, held + len(self._pending))
+        free_slots = sum(self.max_inflight - n for n in self._load.values())
+        starting_slots = len(self._starting) * self.max_inflight
+        if len(self._pending) <= free_slots + starting_slots:
+            return
+        while held < want:
+            label, handle = self.elastic.start_actor()
+            logger.info("asking for render actor %s (%d/%d)", label, held + 1, self.elastic.max_actors)
+            self._add_starting(label, handle)
+            held += 1
+
+    def _release_idle(self) -> None:
+        """Release actors no pending work can use, once the queue has stayed empty for the grace."""
+        if self.elastic is None:
+            return
+        if self._pending:
+            self._drained_since = None
+            return
+        now = time.perf_counter()
+        if self._drained_since is None:
+            self._drained_since = now
+            return
+        if now - self._drained_since < self.elastic.idle_release_seconds:
+            return
+        for ref, (label, handle) in list(self._starting.items()):
+            del self._starting[ref]
+            logger.info("releasing render actor %s (still starting; no work left for it)", label)
+            self._release(label, handle)
+        for label in [k for k, n in self._load.items() if n == 0]:
+            handle = self.actors.pop(label)
+            del self._load[label]
+            logger.info("releasing idle render actor %s", label)
+            self._release(label, handle)
+
+    def _release(self, label: str, handle: Any) -> None:
+        self.released.setdefault(label, time.perf_counter())
+        self._forget_affinity(label)
+        release = self.elastic.release_actor if self.elastic is not None else None
+        try:
+            if release is not None:
+                release(label, handle)
+            else:
+                ray.kill(handle)
+        except Exception as exc:  # noqa: BLE001 - already gone is fine
+            logger.debug("release of %s: %s", label, exc)
+
+    def _forget_affinity(self, label: str) -> None:
+        for labels in self._affinity.values():
+            labels.discard(label)
+
+    # -- failures -----------------------------------------------------------------------------
+
+    def _actor_lost(self, label: str, exc: BaseException) -> None:
+        if label not in self.actors:
             return
         logger.warning("render actor %s died: %s", label, exc)
         del self.actors[label]
         del self._load[label]
-        if self.replace_actor is not None:
-            new_label, handle = self.replace_actor(label)
-            self.actors[new_label] = handle
-            self._load[new_label] = 0
-            self.assigned.setdefault(new_label, 0)
-        if not self.actors:
-            raise RuntimeError("every render actor died and none could be replaced")
+        self._forget_affinity(label)
+        self._replace(label)
         # Work queued on the dead actor fails with RayActorError too and is retried as it arrives.
+
+    def _replace(self, dead: str) -> None:
+        if self.replace_actor is not None:
+            new_label, handle = self.replace_actor(dead)
+            self._add_starting(new_label, handle)
+        # Otherwise growth (if elastic) asks for another actor when pending work needs one.
+
+    def _check_any_left(self, cause: BaseException | None = None) -> None:
+        """Raise when no actor is held, work remains, and none can be started."""
+        if self.actors or self._starting or not self._pending:
+            return
+        self._grow()
+        if self._starting:
+            return
+        if cause is None and self.setup_errors:
+            cause = list(self.setup_errors.values())[-1]
+        if isinstance(cause, RecastError):
+            raise cause
+        raise RuntimeError("every render actor died and none could be replaced")

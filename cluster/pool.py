@@ -1,9 +1,22 @@
-"""Sizing and starting the pool of render actors from the cluster's resources.
+"""Sizing, starting and watching the pool of render actors.
 
 One actor per GPU (``num_gpus=1``), several per GPU when ``gpus_per_actor`` is
 fractional, or CPU actors (``num_cpus=cpus_per_actor``) on a cluster without
-GPUs; ``max_actors`` caps the count, and there is no point in more actors than
-chunks.  The numbers live in the job spec's ``resources`` block only.
+GPUs; ``custom`` adds custom Ray resources per actor (e.g. an accelerator
+type).  There is no point in more actors than chunks.  The numbers live in the
+job spec's ``resources`` block only.
+
+How many actors (the elastic rule):
+
+* ``max_actors`` set: exactly that many (at most one per chunk), whatever the
+  cluster holds now.  Those it cannot place stay pending: on an autoscaling
+  cluster they are the demand that brings up nodes, and each takes work as
+  soon as its set-up is done (:class:`cluster.dispatch.Dispatcher`);
+* ``max_actors`` unset: what the cluster can hold now.  If it can hold none,
+  ``gpus_per_actor`` > 0 given explicitly on a cluster with no GPU at all is a
+  :class:`SpecError` (most likely a CPU-only cluster and a wrong spec; set
+  ``max_actors`` to wait for GPU nodes from an autoscaler instead); any other
+  shortfall starts one actor, which waits as pending demand, and says so.
 """
 
 from __future__ import annotations
@@ -11,27 +24,39 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 
-from actors.render import RenderActor, RenderConfig
-from pipeline.errors import SpecError
+from actors.render import RenderActor, RenderConfig, RenderWorker
+from cluster.dispatch import unwrap
+from pipeline.errors import RecastError, SpecError
 
 logger = logging.getLogger(__name__)
+
+IDLE_RELEASE_SECONDS = 5.0
+"""How long the queue stays empty before idle actors are released (nodes then scale down)."""
 
 
 @dataclass(frozen=True)
 class PoolPlan:
-    """How many actors, and the Ray resources each one asks for."""
+    """How many actors, and the Ray resources each one asks for.
+
+    ``placeable`` is how many the cluster could hold when planned; the rest are pending demand.
+    """
 
     actors: int
     num_cpus: float
     num_gpus: float
+    resources: Mapping[str, float] = field(default_factory=dict)
+    placeable: int | None = None
 
     def options(self) -> dict[str, Any]:
-        return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+        opts: dict[str, Any] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+        if self.resources:
+            opts["resources"] = dict(self.resources)
+        return opts
 
 
 def plan_pool(
@@ -41,32 +66,47 @@ def plan_pool(
     cpus_per_actor: float,
     max_actors: int | None,
     work_items: int,
+    custom: Mapping[str, float] | None = None,
 ) -> PoolPlan:
     """Size the pool for a cluster with ``cluster_resources`` (``ray.cluster_resources()``)."""
     total_gpus = float(cluster_resources.get("GPU", 0.0))
-    total_cpus = float(cluster_resources.get("CPU", 0.0))
     gpus = (1.0 if total_gpus > 0 else 0.0) if gpus_per_actor is None else float(gpus_per_actor)
-    if gpus > 0:
-        if total_gpus < gpus:
-            raise SpecError(
-                "resources.gpus_per_actor",
-                f"{gpus:g} GPU(s) per actor but the cluster has {total_gpus:g}; use 0 for CPU actors",
-            )
-        count = math.floor(total_gpus / gpus + 1e-9)
-        # A GPU actor still needs its CPU share; don't let the CPU count starve it.
-        if cpus_per_actor > 0 and total_cpus > 0:
-            count = min(count, max(1, math.floor(total_cpus / cpus_per_actor + 1e-9)))
-    else:
-        if total_cpus < cpus_per_actor:
-            raise SpecError(
-                "resources.cpus_per_actor",
-                f"{cpus_per_actor:g} CPU(s) per actor but the cluster has {total_cpus:g}",
-            )
-        count = math.floor(total_cpus / cpus_per_actor + 1e-9)
+    needs = {"CPU": float(cpus_per_actor), "GPU": gpus, **{k: float(v) for k, v in (custom or {}).items()}}
+    fits = {
+        name: math.floor(float(cluster_resources.get(name, 0.0)) / amount + 1e-9)
+        for name, amount in needs.items()
+        if amount > 0
+    }
+    placeable = min(fits.values()) if fits else work_items
+    short = sorted(name for name, n in fits.items() if n == 0)
     if max_actors is not None:
-        count = min(count, max_actors)
+        count = max_actors
+    elif placeable > 0:
+        count = placeable
+    elif gpus_per_actor is not None and gpus > 0 and total_gpus == 0:
+        raise SpecError(
+            "resources.gpus_per_actor",
+            f"{gpus:g} GPU(s) per actor but the cluster has no GPU; use 0 for CPU actors, "
+            "or set resources.max_actors to wait for GPU nodes from an autoscaler",
+        )
+    else:
+        count = 1
     count = max(1, min(count, max(1, work_items)))
-    return PoolPlan(actors=count, num_cpus=cpus_per_actor, num_gpus=gpus)
+    if count > placeable:
+        logger.warning(
+            "%d of %d render actor(s) cannot be placed yet (short of %s): they stay pending "
+            "until the cluster grows (an autoscaler adds nodes for them)",
+            count - placeable,
+            count,
+            ", ".join(short) or ", ".join(sorted(fits)),
+        )
+    return PoolPlan(
+        actors=count,
+        num_cpus=cpus_per_actor,
+        num_gpus=gpus,
+        resources=dict(custom or {}),
+        placeable=placeable,
+    )
 
 
 def actor_execution_threads(plan: PoolPlan) -> int:
@@ -74,17 +114,72 @@ def actor_execution_threads(plan: PoolPlan) -> int:
     return max(1, round(plan.num_cpus))
 
 
+def start_actor(config: RenderConfig, plan: PoolPlan, label: str) -> Any:
+    """Ask for one render actor; it is placed whenever the cluster has room.  Set-up runs asynchronously."""
+    return RenderActor.options(**plan.options(), name=None).remote(config, label)
+
+
 def start_actors(config: RenderConfig, plan: PoolPlan, *, first_label: int = 0) -> list[tuple[str, Any]]:
     """Start ``plan.actors`` render actors; returns (label, handle) pairs.  Set-up runs asynchronously."""
-    handles = []
-    for i in range(first_label, first_label + plan.actors):
-        label = f"actor-{i}"
-        handle = RenderActor.options(**plan.options(), name=None).remote(config, label)
-        handles.append((label, handle))
+    handles = [
+        (f"actor-{i}", start_actor(config, plan, f"actor-{i}"))
+        for i in range(first_label, first_label + plan.actors)
+    ]
     logger.info(
-        "started %d render actor(s): num_cpus=%g num_gpus=%g", plan.actors, plan.num_cpus, plan.num_gpus
+        "started %d render actor(s): %s",
+        plan.actors,
+        " ".join(
+            f"{k}={v:g}" if isinstance(v, float | int) else f"{k}={v}" for k, v in plan.options().items()
+        ),
     )
     return handles
+
+
+def _describe(worker: RenderWorker) -> dict[str, Any]:
+    """Runs on the actor: its ``info()`` plus the Ray node it was placed on."""
+    info = worker.info()
+    info["node_id"] = ray.get_runtime_context().get_node_id()
+    return info
+
+
+def ready_ref(handle: Any) -> Any:
+    """An ObjectRef that resolves to the actor's info (with ``node_id``) once its set-up is done.
+
+    It raises the actor's set-up error (bad pack, source without a face), if any.
+    """
+    return handle.__ray_call__.remote(_describe)
+
+
+def wait_first_ready(refs: Mapping[str, Any], timeout: float | None = None) -> dict[str, dict[str, Any]]:
+    """Wait until at least one actor is ready; the infos of every actor ready by then, by label.
+
+    Actors still pending (no room on the cluster yet) are not waited for.  A
+    set-up error is raised as the :class:`RecastError` it is, naming the file.
+    """
+    by_ref = {ref: label for label, ref in refs.items()}
+    remaining = list(by_ref)
+    infos: dict[str, dict[str, Any]] = {}
+    first_error: BaseException | None = None
+    while remaining and not infos:
+        done, remaining = ray.wait(remaining, num_returns=1, timeout=timeout)
+        if not done:
+            raise TimeoutError(f"no render actor was ready within {timeout:g}s ({len(refs)} asked for)")
+        more, remaining = (
+            ray.wait(remaining, num_returns=len(remaining), timeout=0) if remaining else ([], [])
+        )
+        for ref in [*done, *more]:
+            try:
+                infos[by_ref[ref]] = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - decided below
+                cause = unwrap(exc)
+                if isinstance(cause, RecastError):
+                    raise cause from None
+                logger.warning("render actor %s did not start: %s", by_ref[ref], cause)
+                first_error = first_error or exc
+    if not infos:
+        assert first_error is not None
+        raise first_error
+    return infos
 
 
 def kill_actors(handles: list[tuple[str, Any]]) -> None:

@@ -169,6 +169,16 @@ class ResourcesSpec(Frozen):
     cpus_per_actor: float = Field(default=1.0, gt=0.0)
     max_actors: int | None = Field(default=None, ge=1)
     max_inflight_per_actor: int = Field(default=2, ge=1)
+    custom: dict[str, float] = Field(default_factory=dict)
+    """Advanced: custom Ray resources each actor asks for, e.g. ``{accelerator_type_L4: 0.01}``."""
+
+    @field_validator("custom")
+    @classmethod
+    def _positive(cls, custom: dict[str, float]) -> dict[str, float]:
+        bad = sorted(name for name, amount in custom.items() if amount <= 0)
+        if bad:
+            raise ValueError(f"amounts must be > 0, got {bad}")
+        return custom
 
 
 class JobSpec(Frozen):

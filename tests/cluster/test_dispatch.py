@@ -8,7 +8,7 @@ import time
 import pytest
 import ray
 
-from cluster.dispatch import Dispatcher, WorkItem
+from cluster.dispatch import Dispatcher, Elasticity, WorkItem
 from cluster.pool import plan_pool
 from pipeline.errors import MediaError, SpecError
 from tests.raytools import local_ray
@@ -24,7 +24,8 @@ def ray_cpus2():
 class Worker:
     """A tiny real actor that records how many calls it runs at once."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, setup_seconds: float = 0.0) -> None:
+        time.sleep(setup_seconds)  # stands in for loading models
         self.label = label
         self.calls: list[int] = []
 
@@ -38,6 +39,11 @@ class Worker:
     def pid(self) -> int:
         return os.getpid()
 
+    def ready(self, fail: bool = False) -> str:
+        if fail:
+            raise MediaError("pack.onnx", "set-up failed")
+        return self.label
+
 
 def test_plan_pool() -> None:
     cpu = {"CPU": 16.0}
@@ -49,20 +55,56 @@ def test_plan_pool() -> None:
     assert (plan.actors, plan.num_gpus, plan.num_cpus) == (4, 1.0, 4)
     assert plan_pool(gpu, gpus_per_actor=0.5, cpus_per_actor=2, max_actors=None, work_items=100).actors == 8
     assert plan_pool(gpu, gpus_per_actor=0, cpus_per_actor=4, max_actors=None, work_items=100).num_gpus == 0
+    # Explicit GPUs on a cluster without any, and no max_actors to wait for: a clear error.
     with pytest.raises(SpecError) as err:
         plan_pool(cpu, gpus_per_actor=1, cpus_per_actor=1, max_actors=None, work_items=1)
-    assert err.value.field == "resources.gpus_per_actor"
-    with pytest.raises(SpecError):
-        plan_pool({"CPU": 1.0}, gpus_per_actor=None, cpus_per_actor=2, max_actors=None, work_items=1)
+    assert err.value.field == "resources.gpus_per_actor" and "max_actors" in err.value.reason
+    # An autoscaling cluster with no GPU node yet: max_actors actors are asked for, all pending.
+    plan = plan_pool(cpu, gpus_per_actor=1, cpus_per_actor=1, max_actors=4, work_items=100)
+    assert (plan.actors, plan.placeable, plan.num_gpus) == (4, 0, 1.0)
+    assert plan_pool(cpu, gpus_per_actor=1, cpus_per_actor=1, max_actors=4, work_items=3).actors == 3
+    # More than fits now, fewer than asked: max_actors still wins (the rest is autoscaler demand).
+    plan = plan_pool(gpu, gpus_per_actor=1, cpus_per_actor=4, max_actors=6, work_items=100)
+    assert (plan.actors, plan.placeable) == (6, 4)
+    # Any other shortfall without max_actors: one actor, pending.
+    plan = plan_pool({"CPU": 1.0}, gpus_per_actor=None, cpus_per_actor=2, max_actors=None, work_items=1)
+    assert (plan.actors, plan.placeable) == (1, 0)
+    # Custom resources count like GPUs and go into the actor options.
+    fake = {"CPU": 4.0, "recast_gpu": 2.0}
+    plan = plan_pool(
+        fake, gpus_per_actor=0, cpus_per_actor=1, max_actors=None, work_items=9, custom={"recast_gpu": 1}
+    )
+    assert plan.actors == 2 and plan.options() == {
+        "num_cpus": 1,
+        "num_gpus": 0.0,
+        "resources": {"recast_gpu": 1.0},
+    }
+    assert (
+        plan_pool(
+            {"CPU": 4.0},
+            gpus_per_actor=0,
+            cpus_per_actor=1,
+            max_actors=3,
+            work_items=9,
+            custom={"recast_gpu": 1},
+        ).placeable
+        == 0
+    )
 
 
-def _item(value: int, priority: tuple, seconds: float = 0.1) -> WorkItem:
+# The tests below only sleep in their actors: a small CPU share keeps actors of earlier
+# tests (freed asynchronously) from delaying the placement of new ones.
+Light = Worker.options(num_cpus=0.01)
+
+
+def _item(value: int, priority: tuple, seconds: float = 0.1, affinity: tuple[str, ...] = ()) -> WorkItem:
     return WorkItem(
         priority=priority,
         kind="work",
         shot="s",
         chunk=value,
         call=lambda actor: actor.work.remote(value, seconds),
+        affinity=affinity,
     )
 
 
@@ -119,7 +161,10 @@ def test_dead_actor_is_replaced_and_work_retried(ray_cpus2) -> None:
     victim = Worker.remote("w0")
     other = Worker.remote("w1")
     ray.get([victim.pid.remote(), other.pid.remote()])
-    dispatcher = Dispatcher([("w0", victim), ("w1", other)], max_inflight=2, replace_actor=replace)
+    retried: list[WorkItem] = []
+    dispatcher = Dispatcher(
+        [("w0", victim), ("w1", other)], max_inflight=2, replace_actor=replace, on_retry=retried.append
+    )
     for v in range(8):
         dispatcher.submit(_item(v, priority=(v,), seconds=0.3))
     dispatcher.pump()
@@ -129,6 +174,9 @@ def test_dead_actor_is_replaced_and_work_retried(ray_cpus2) -> None:
     assert sorted(o.item.chunk for o in outcomes) == list(range(8))
     assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
     assert created == ["w0-r"] and dispatcher.retries >= 1
+    # The retry hook saw every resubmission, and each item knows the actor of every attempt.
+    assert len(retried) == dispatcher.retries
+    assert all(item.actors[0] == "w0" and len(item.actors) == item.attempts >= 2 for item in retried)
     assert "w0" not in dispatcher.actors
 
 
@@ -138,3 +186,102 @@ def test_drop_forgets_pending_items_of_a_failed_shot() -> None:
         dispatcher.submit(WorkItem(priority=(v,), shot="a" if v % 2 else "b", chunk=v))
     assert dispatcher.drop("a") == 2
     assert dispatcher.pending == 2 and dispatcher.drop("a") == 0
+
+
+def test_actor_takes_work_only_once_ready(ray_cpus2) -> None:
+    fast = Light.remote("fast")
+    slow = Light.remote("slow", setup_seconds=1.0)
+    ray.get(fast.pid.remote())
+    dispatcher = Dispatcher(
+        [("fast", fast), ("slow", slow)], max_inflight=1, starting={"slow": slow.ready.remote()}
+    )
+    assert dispatcher.starting == ["slow"] and list(dispatcher.actors) == ["fast"]
+    for v in range(16):
+        dispatcher.submit(_item(v, priority=(v,), seconds=0.25))
+    outcomes = _drain(dispatcher)
+    on_slow = [o for o in outcomes if o.item.actor == "slow"]
+    # It joined mid-way and took work, none of it before its set-up was done.
+    assert on_slow and len(on_slow) < 16, len(on_slow)
+    assert all(o.item.submitted_at >= dispatcher.ready_at["slow"] for o in on_slow)
+    assert dispatcher.infos["slow"] == "slow"
+
+
+def test_setup_error_of_a_late_actor_ends_it_only(ray_cpus2) -> None:
+    good, bad = Light.remote("good"), Light.remote("bad")
+    ray.get(good.pid.remote())
+    dispatcher = Dispatcher(
+        [("good", good), ("bad", bad)], max_inflight=2, starting={"bad": bad.ready.remote(fail=True)}
+    )
+    for v in range(4):
+        dispatcher.submit(_item(v, priority=(v,), seconds=0.05))
+    outcomes = _drain(dispatcher)
+    assert {o.item.actor for o in outcomes} == {"good"} and all(o.error is None for o in outcomes)
+    assert isinstance(dispatcher.setup_errors["bad"], MediaError)
+    assert "pack.onnx" in str(dispatcher.setup_errors["bad"])
+    # With no actor left that could take the pending work, the set-up error itself is raised.
+    only_bad = Light.remote("bad2")
+    dispatcher = Dispatcher(
+        [("bad2", only_bad)], max_inflight=1, starting={"bad2": only_bad.ready.remote(True)}
+    )
+    dispatcher.submit(_item(0, priority=(0,)))
+    with pytest.raises(MediaError):
+        _drain(dispatcher, timeout=20)
+
+
+def test_affinity_prefers_the_actor_that_ran_the_key(ray_cpus2) -> None:
+    actors = [(f"w{i}", Light.remote(f"w{i}")) for i in range(2)]
+    ray.get([handle.pid.remote() for _, handle in actors])
+    dispatcher = Dispatcher(actors, max_inflight=3)
+    dispatcher.submit(_item(0, priority=(0,), seconds=0.5, affinity=("hero",)))
+    dispatcher.pump()
+    dispatcher.submit(_item(1, priority=(1,), seconds=0.5, affinity=("villain",)))
+    dispatcher.pump()
+    # Least-loaded would pick w1 for both of these; the actors that hold the adapters win instead.
+    dispatcher.submit(_item(2, priority=(2,), seconds=0.1, affinity=("hero",)))
+    dispatcher.submit(_item(3, priority=(3,), seconds=0.1, affinity=("hero",)))
+    dispatcher.submit(_item(4, priority=(4,), seconds=0.1))
+    dispatcher.pump()
+    outcomes = {o.item.chunk: o.item.actor for o in _drain(dispatcher)}
+    assert outcomes[0] == outcomes[2] == outcomes[3] == "w0"
+    assert outcomes[1] == "w1" and outcomes[4] == "w1"  # full w0 (3 in flight) falls back to least-loaded
+
+
+def test_elastic_pool_grows_releases_idle_actors_and_grows_again(ray_cpus2) -> None:
+    created: list[tuple[str, object]] = []
+
+    def start_actor():
+        label = f"e{len(created)}"
+        handle = Light.remote(label)
+        created.append((label, handle))
+        return label, handle
+
+    dispatcher = Dispatcher(
+        [],
+        max_inflight=1,
+        elastic=Elasticity(
+            start_actor=start_actor,
+            ready_call=lambda handle: handle.ready.remote(),
+            max_actors=2,
+            idle_release_seconds=0.3,
+        ),
+    )
+    for v in range(6):
+        dispatcher.submit(_item(v, priority=(v,), seconds=0.2))
+    outcomes = _drain(dispatcher)
+    assert len(outcomes) == 6 and [label for label, _ in created] == ["e0", "e1"]
+    assert {o.item.actor for o in outcomes} == {"e0", "e1"}
+    # The queue stays empty: every actor is released (killed) so that its node can go.
+    deadline = time.monotonic() + 10
+    while dispatcher.handles() and time.monotonic() < deadline:
+        dispatcher.wait(timeout=0.1)
+    assert dispatcher.handles() == [] and set(dispatcher.released) == {"e0", "e1"}
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(created[0][1].pid.remote(), timeout=30)
+    # New work asks for actors again, up to the limit.
+    for v in range(10, 13):
+        dispatcher.submit(_item(v, priority=(v,), seconds=0.05))
+    outcomes = _drain(dispatcher)
+    assert sorted(o.item.chunk for o in outcomes) == [10, 11, 12]
+    assert len(created) == 4
+    dispatcher.release_all()
+    assert dispatcher.handles() == []
