@@ -41,7 +41,7 @@ from pipeline.chunking import Chunk
 from pipeline.configbase import Frozen
 from pipeline.decode import Frame, decode_range
 from pipeline.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
-from pipeline.errors import RecastError
+from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.types import Face, FaceTask
 from pipeline.models.runner import ExecutionConfig
@@ -56,6 +56,8 @@ class IdentitySource(Frozen):
 
     images: tuple[str, ...]
     face_index: int | None = None
+    adapter_url: str | None = None
+    adapter_sha256: str | None = None
 
 
 class RenderConfig(Frozen):
@@ -115,6 +117,7 @@ class RenderWorker:
         self.setup_error: RecastError | None = None
         self.models: Any = None
         self.identities: dict[str, Any] = {}
+        self.adapters: Any = None  # AdapterCache when the pack's swapper has LoRA slots
         self.setup_seconds = 0.0
         self.chunks_done = 0
         self._analyzer: Any = None
@@ -137,6 +140,10 @@ class RenderWorker:
 
         pack = load_pack(self.config.pack_url, cache_dir=self.config.pack_cache_dir)
         self.models = load_face_models(pack, self.config.execution)
+        if self.models.lora_slots is not None:
+            from pipeline.lora import AdapterCache
+
+            self.adapters = AdapterCache(self.models.lora_slots)  # own temp dir; LRU-bounded
         for name in self.config.identities:
             self.identity(name)
         self._analyzer = FaceAnalyzer(self.models)
@@ -148,8 +155,16 @@ class RenderWorker:
 
         if name not in self.identities:
             source = self.config.identities[name]
+            adapter = None
+            if source.adapter_url is not None:
+                if self.adapters is None:
+                    raise SpecError(
+                        f"identities.{name}.adapter",
+                        f"model pack {self.config.pack_url} has no LoRA slots (swapper contract.lora)",
+                    )
+                adapter = self.adapters.get(source.adapter_url, source.adapter_sha256 or "")
             self.identities[name] = load_identity(
-                name, list(source.images), self.models, face_index=source.face_index
+                name, list(source.images), self.models, face_index=source.face_index, adapter=adapter
             )
         return self.identities[name]
 

@@ -37,6 +37,14 @@ class ShotSummary:
     """One record per finished call: kind (analyze/render), shot, chunk, actor, attempt, ok, and its run window
     (start, end) in seconds from the job's start as seen by the driver."""
     output_bytes: int = 0
+    output_sha256: str | None = None
+    chunks_rendered: int = 0
+    """Chunks rendered by this run of the job (the rest were committed in the manifest by an earlier run)."""
+    chunks_reused: int = 0
+    analyses_run: int = 0
+    analyses_reused: int = 0
+    reused: bool = False
+    """True when the published output of an earlier run of the same job was kept as it is."""
 
     @property
     def fps(self) -> float:
@@ -120,6 +128,11 @@ class JobSummary:
                     f"{k}={v:.1f}s" for k, v in sorted(s.stage_seconds.items()) if "." not in k
                 )
                 lines.append(f"{'':<20} stages: {stages}")
+            if s.chunks_reused or s.analyses_reused or s.reused:
+                lines.append(
+                    f"{'':<20} resumed: {'output kept; ' if s.reused else ''}chunks rendered {s.chunks_rendered}, "
+                    f"reused {s.chunks_reused}; analyses run {s.analyses_run}, reused {s.analyses_reused}"
+                )
             if s.error:
                 lines.append(f"{'':<20} error: {s.error}")
         first = f"{self.first_chunk_seconds:.1f}s" if self.first_chunk_seconds is not None else "-"

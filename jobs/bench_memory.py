@@ -11,6 +11,7 @@ visible from here).  Linux only; elsewhere the poller reports nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from types import TracebackType
@@ -64,6 +65,7 @@ class ActorMemoryPoller:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-poller", daemon=True)
         self._me = os.getpid()
+        self._before: set[int] = set()
 
     def _sample(self) -> None:
         try:
@@ -71,7 +73,7 @@ class ActorMemoryPoller:
         except OSError:
             return
         for pid in pids:
-            if not _cmdline(pid).startswith(ACTOR_TITLE):
+            if pid in self._before or not _cmdline(pid).startswith(ACTOR_TITLE):
                 continue
             if self.only_descendants and not _descends_from(pid, self._me):
                 continue
@@ -84,6 +86,13 @@ class ActorMemoryPoller:
             self._sample()
 
     def __enter__(self) -> Self:
+        # Actors of an earlier job may still be exiting (kills are asynchronous): not ours.
+        with contextlib.suppress(OSError):
+            self._before = {
+                int(p)
+                for p in os.listdir("/proc")
+                if p.isdigit() and _cmdline(int(p)).startswith(ACTOR_TITLE)
+            }
         self._thread.start()
         return self
 
@@ -94,5 +103,8 @@ class ActorMemoryPoller:
         self._thread.join(timeout=5)
 
     def peaks(self) -> list[float]:
-        """Peak RSS of each actor process seen, in MB, largest first."""
+        """Peak RSS of each actor process that started during the block, in MB, largest first.
+
+        An elastic pool may start more processes than it keeps: every one is listed.
+        """
         return sorted((round(v, 1) for v in self.peak_mb.values()), reverse=True)

@@ -83,6 +83,8 @@ class Settings:
     memory_fps: int = 4
     demo: bool = False
     demo_seconds: float = 20.0
+    compare: bool = True
+    """The naive-vs-Recast comparisons and ceilings (off: only the optional scenarios)."""
     tiny: bool = False
     """Test scale: small frames, tiny stand-ins for the production set (figures meaningless)."""
 
@@ -577,7 +579,7 @@ def targets(results: dict, cores: int) -> list[dict]:
                 }
             )
     memory = results.get("memory")
-    if memory:
+    if memory and "error" not in memory:
         rows.append(
             {
                 "what": "peak actor memory, 5-min vs 60 s shot",
@@ -650,7 +652,10 @@ def table(results: dict) -> str:
         lines.append(
             f"(SCRFD-sized stand-in detector, not used for detection: {results['scrfd_cpu_seconds_per_frame']:.3f} CPU-s/frame)"
         )
-    if results.get("memory"):
+    for key in ("memory", "demo"):
+        if (results.get(key) or {}).get("error"):
+            lines += ["", f"{key} scenario FAILED: {results[key]['error']}"]
+    if results.get("memory") and "error" not in results["memory"]:
         m = results["memory"]
         lines += ["", f"memory flatness ({m['size']}, {m['fps']} fps, default pack, 1 actor):"]
         for key, shot in m["shots"].items():
@@ -658,7 +663,7 @@ def table(results: dict) -> str:
                 f"  {key:>5}: {shot['frames']} frames, {shot['chunks']} chunks, peak RSS {shot['peak_rss_mb']} MB"
             )
         lines.append(f"  growth {_f(m['growth'], '{:+.1%}')}")
-    if results.get("demo"):
+    if results.get("demo") and "error" not in results["demo"]:
         d = results["demo"]
         lines += ["", f"demo job (640x360, {d['seconds']:g} s, default pack):"]
         for key, run in d["runs"].items():
@@ -711,10 +716,10 @@ def run_benchmark(settings: Settings) -> dict:
         ("production", prod_pack, settings.production_seconds, settings.production_chunk_seconds),
     ]
     cases = []
-    for set_name, pack, seconds, chunk in sets:
+    for set_name, pack, seconds, chunk in sets if settings.compare else []:
         for size in settings.sizes:
             cases.append((set_name, pack, size, seconds, chunk, False))
-    if settings.enhance_row:
+    if settings.enhance_row and settings.compare:
         cases.append(
             (
                 "production",
@@ -735,7 +740,7 @@ def run_benchmark(settings: Settings) -> dict:
         ceilings[key] = measure_ceiling(
             clip, pack, source, frames=settings.ceiling_frames, enhance=enhance, cache_dir=cache_dir
         )
-    if not settings.tiny:
+    if not settings.tiny and settings.compare:
         results["scrfd_cpu_seconds_per_frame"] = scrfd_cost(
             cache_dir, out, make_clip(clips, settings.sizes[0], settings.production_seconds, settings.fps)
         )
@@ -771,16 +776,33 @@ def run_benchmark(settings: Settings) -> dict:
             comp["seconds"] = seconds
             comp["ceiling"] = dict(ceilings[(set_name, size, enhance)])
             results["comparisons"].append(comp)
+            _checkpoint(results, out)
+        # The optional scenarios must not cost the comparisons already measured.
         if settings.memory:
-            results["memory"] = memory_scenario(settings, source, cache_dir, local_ray)
+            try:
+                results["memory"] = memory_scenario(settings, source, cache_dir, local_ray)
+            except Exception as exc:
+                logger.exception("memory scenario failed")
+                results["memory"] = {"error": f"{type(exc).__name__}: {exc}"}
+            _checkpoint(results, out)
         if settings.demo:
-            results["demo"] = demo_scenario(settings, local_ray)
+            try:
+                results["demo"] = demo_scenario(settings, local_ray)
+            except Exception as exc:
+                logger.exception("demo scenario failed")
+                results["demo"] = {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         if started_ray:
             ray.shutdown()
     results["machine"]["load_after"] = _load()
     results["wall_seconds"] = time.perf_counter() - started
     return derive(results)
+
+
+def _checkpoint(results: dict, out: str) -> None:
+    """Write what is measured so far (``bench.partial.json``): a late failure keeps it."""
+    with open(os.path.join(out, "bench.partial.json"), "w") as fh:
+        json.dump(results, fh, indent=2, default=str)
 
 
 def derive(results: dict) -> dict:
@@ -818,6 +840,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-fps", type=int, default=4)
     parser.add_argument("--demo", action="store_true", help="also the demo job with 1 and N actors")
     parser.add_argument("--demo-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--no-compare", action="store_true", help="skip the comparisons (run only --memory / --demo)"
+    )
     parser.add_argument("--report", metavar="BENCH_JSON", help="only re-render the table of a bench.json")
     args = parser.parse_args(argv)
     if args.report:
@@ -865,6 +890,8 @@ def main(argv: list[str] | None = None) -> int:
         fields["sizes"] = tuple(s.strip() for s in args.sizes.split(",") if s.strip())
     if args.no_enhance:
         fields["enhance_row"] = False
+    if args.no_compare:
+        fields["compare"] = False
     settings = Settings(**fields)
 
     _write_outputs(run_benchmark(settings), os.path.abspath(settings.out))

@@ -10,6 +10,13 @@ On a cluster (from the repository root; S3 settings travel in the runtime env)::
         --runtime-env-json '{"env_vars": {"AWS_ENDPOINT_URL": "...", "AWS_DEFAULT_REGION": "us-east-1"}}' \\
         -- python -m jobs.render spec.yaml
 
+Resubmitting the same spec resumes: the job's manifest (``<work area>/manifest``)
+records every committed chunk, and only unfinished work is done again
+(``--resume`` insists on a manifest; ``--fresh`` ignores it).
+
+Everything that can be checked without Ray (spec, sources, model pack,
+adapters, identity pictures, outputs, work area) is checked before Ray starts.
+
 Exit status: 0 when every shot's output is published (or skipped by
 ``output.if_exists: skip``); 2 for a bad spec or input (the message names the
 field or file); 1 when rendering failed (the summary says which shots and why).
@@ -32,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.render", description=__doc__.split("\n\n")[0])
     parser.add_argument("spec", help="job spec YAML (local path or URL)")
     parser.add_argument("--summary-json", help="also write the summary JSON to this local path")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--resume", action="store_true", help="resume an earlier run of this job (its manifest must exist)"
+    )
+    mode.add_argument("--fresh", action="store_true", help="ignore the manifest of earlier runs")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -40,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
 
-    from cluster.driver import run_job
+    from cluster.driver import JobRunner
     from cluster.spec import load_spec
     from pipeline.errors import RecastError
 
@@ -50,16 +62,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"recast: bad job spec: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
+    runner = JobRunner(spec, resume=True if args.resume else False if args.fresh else None)
+    try:
+        runner.prepare()  # no Ray yet: a bad input fails in seconds
+    except RecastError as exc:
+        print(f"recast: job {spec.job_id} not started: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
     import ray
 
     if not ray.is_initialized():
         # Joins RAY_ADDRESS (or the cluster of a submitted job) when set, else starts a local instance.
         ray.init(log_to_driver=True, logging_level=logging.WARNING)
     try:
-        summary = run_job(spec)
+        summary = runner.run()
     except RecastError as exc:
         print(f"recast: job {spec.job_id} not started: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as exc:
+        logging.getLogger(__name__).exception("job %s failed", spec.job_id)
+        print(f"recast: job {spec.job_id} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_RENDER_FAILED
 
     print(summary.table())
     data = summary.to_dict()

@@ -86,9 +86,19 @@ def test_two_shots_on_three_actors(ray_cpus2, media, tmp_path) -> None:
     assert data["ok"] is True and {s["name"] for s in data["shots"]} == {"long", "short"}
     assert not os.path.exists(os.path.join(work, "segments", "long"))
 
-    # Existing outputs: fail names the field before any work; skip renders nothing.
+    # The job report (page + data) is beside the summary.
+    assert os.path.getsize(os.path.join(work, "report.html")) > 0
+    report = json.loads(storage.read_bytes(os.path.join(work, "report.json")))
+    assert {s["name"] for s in report["shots"]} == {"long", "short"}
+
+    # The same job again: its manifest says both outputs are its own, unchanged: nothing is redone.
+    again = run_job(parse_spec(job(media, str(tmp_path))))
+    assert again.ok and again.actors == 0
+    assert all(s.reused and s.status == "published" and s.chunks_rendered == 0 for s in again.shots)
+
+    # Existing outputs of another job: fail names the field before any work; skip renders nothing.
     with pytest.raises(SpecError) as err:
-        run_job(parse_spec(job(media, str(tmp_path))))
+        run_job(parse_spec(job(media, str(tmp_path), job_id="other-job")))
     assert err.value.field == "output.if_exists"
     assert "long.mp4" in err.value.reason or "short.mp4" in err.value.reason
     data = job(media, str(tmp_path))

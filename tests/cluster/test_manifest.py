@@ -1,0 +1,180 @@
+"""The job manifest: exact round trips, commits that survive only intact, and reuse by key.
+
+The last test runs real jobs on a local Ray: resubmitting with a changed
+render setting redoes every render but no analysis; a changed source redoes
+exactly that shot; the unchanged shot's published output is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cluster.driver import analysis_key, render_key, run_job, shot_spec_key
+from cluster.manifest import JobManifest, RenderRecord, digest, faces_from_npz, faces_to_npz, tasks_digest
+from cluster.spec import ShotRef, parse_spec
+from jobs.democlip import make_face_clip
+from pipeline.chunking import Chunk, ChunkPlan
+from pipeline.encode import EncoderChoice
+from pipeline.faces.types import Face, FaceTask
+from tests.cluster.faultjobs import job_spec, make_media, records
+from tests.raytools import local_ray
+
+
+def _faces(seed: int) -> list[list[Face]]:
+    rng = np.random.default_rng(seed)
+    frames = []
+    for n in (0, 2, 1, 0, 3):
+        frames.append(
+            [
+                Face(
+                    rng.random(4, dtype=np.float32) * 100,
+                    rng.random((5, 2), dtype=np.float32) * 100,
+                    float(rng.random()),
+                    None if i == 1 else rng.standard_normal(128).astype(np.float32),
+                )
+                for i in range(n)
+            ]
+        )
+    return frames
+
+
+def test_faces_round_trip_exactly() -> None:
+    faces = _faces(0)
+    back = faces_from_npz(faces_to_npz(faces))
+    assert [len(f) for f in back] == [len(f) for f in faces]
+    for a_frame, b_frame in zip(faces, back, strict=True):
+        for a, b in zip(a_frame, b_frame, strict=True):
+            assert b.box.dtype == a.box.dtype and np.array_equal(a.box, b.box)
+            assert np.array_equal(a.landmarks, b.landmarks) and a.score == b.score
+            assert (a.embedding is None) == (b.embedding is None)
+            if a.embedding is not None:
+                assert b.embedding.dtype == np.float32 and np.array_equal(a.embedding, b.embedding)
+    assert faces_from_npz(faces_to_npz([[], []])) == [[], []]
+
+
+def test_digest_is_canonical() -> None:
+    assert digest({"a": 1, "b": [1.5, "x"]}) == digest({"b": [1.5, "x"], "a": 1})
+    assert digest({"a": np.float32(1.5)}) == digest({"a": 1.5})
+    box = np.array([1, 2, 3, 4], np.float32)
+    task = FaceTask(3, "hero", box, np.zeros((5, 2), np.float32))
+    moved = FaceTask(3, "hero", box + np.float32(1e-3), np.zeros((5, 2), np.float32))
+    assert tasks_digest([[task], []]) == tasks_digest([[task], []])
+    assert tasks_digest([[task], []]) != tasks_digest([[moved], []])
+
+
+def test_records_commit_and_survive_only_intact(tmp_path) -> None:
+    manifest = JobManifest(str(tmp_path / "work"))
+    assert not manifest.exists()
+    manifest.write_job({"job_id": "j"})
+    assert manifest.exists() and manifest.read_job()["job_id"] == "j"
+
+    faces = _faces(1)
+    manifest.write_analysis("sc01", 3, "key-a", faces, "actor-0")
+    assert len(manifest.read_analysis("sc01", 3, "key-a")) == len(faces)
+    assert manifest.read_analysis("sc01", 3, "other-key") is None  # stale: redone
+    assert manifest.read_analysis("sc01", 4, "key-a") is None  # never committed
+    npz = tmp_path / "work" / "manifest" / "sc01" / "analysis-00003.npz"
+    npz.write_bytes(npz.read_bytes()[:-10])  # damaged after the commit
+    assert manifest.read_analysis("sc01", 3, "key-a") is None
+
+    segment = tmp_path / "work" / "segments" / "sc01" / "00000-abc.mp4"
+    segment.parent.mkdir(parents=True)
+    segment.write_bytes(b"x" * 100)
+    record = RenderRecord(0, "key-r", str(segment), "f" * 64, 100, 24, 5, "actor-1")
+    manifest.write_render("sc01", record)
+    assert manifest.read_render("sc01", 0, "key-r") == record
+    assert manifest.read_render("sc01", 0, "key-other") is None
+    segment.write_bytes(b"x" * 50)  # an overwritten, uncommitted upload is not the committed segment
+    assert manifest.read_render("sc01", 0, "key-r") is None
+    segment.unlink()
+    assert manifest.read_render("sc01", 0, "key-r") is None
+
+    # A torn or foreign record is ignored, not an error.
+    (tmp_path / "work" / "manifest" / "sc01" / "render-00001.json").write_text("{not json")
+    assert manifest.read_render("sc01", 1, "key-r") is None
+
+
+def test_keys_change_with_exactly_what_they_depend_on(tmp_path) -> None:
+    base = {
+        "job_id": "keys",
+        "shots": [{"name": "a", "url": "/plates/a.mp4"}],
+        "identities": {"hero": {"images": ["/refs/hero.jpg"]}},
+        "output": {"url": "/out/{shot}.mp4"},
+    }
+    spec = parse_spec(base)
+    enhanced = parse_spec({**base, "faces": {"mask_blur": 0.2}})
+    retracked = parse_spec({**base, "tracking": {"max_gap_frames": 1}})
+    fp = {"url": "/plates/a.mp4", "size": 10, "mtime": "1"}
+    chunk = Chunk(0, 0, 24)
+    plan = ChunkPlan(24, (chunk,))
+    ref = ShotRef("a", "/plates/a.mp4", "/out/a.mp4")
+    enc = EncoderChoice(name="libx264", pix_fmt="yuv420p", options={}, hardware=False, container="mp4")
+    tasks: list = [[] for _ in range(24)]
+
+    # Analyses depend on the source and the models only.
+    assert analysis_key(spec, fp, chunk, "pack1") == analysis_key(enhanced, fp, chunk, "pack1")
+    assert analysis_key(spec, fp, chunk, "pack1") == analysis_key(retracked, fp, chunk, "pack1")
+    assert analysis_key(spec, fp, chunk, "pack1") != analysis_key(spec, fp, chunk, "pack2")
+    assert analysis_key(spec, fp, chunk, "pack1") != analysis_key(spec, {**fp, "size": 11}, chunk, "pack1")
+    # Renders also on render settings, identities, encoder and the chunk's tasks.
+    key = render_key(spec, fp, chunk, "pack1", "ids", enc, tasks)
+    assert key != render_key(enhanced, fp, chunk, "pack1", "ids", enc, tasks)
+    assert key != render_key(spec, fp, chunk, "pack2", "ids", enc, tasks)
+    assert key != render_key(spec, fp, chunk, "pack1", "other-ids", enc, tasks)
+    assert key == render_key(retracked, fp, chunk, "pack1", "ids", enc, tasks)  # same tasks: same segment
+    # The whole shot: any of them.
+    shot_key = shot_spec_key(spec, ref, fp, plan, "pack1", "ids")
+    assert shot_key != shot_spec_key(retracked, ref, fp, plan, "pack1", "ids")
+    assert shot_key != shot_spec_key(enhanced, ref, fp, plan, "pack1", "ids")
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("manifest-media")
+    out = make_media(str(root))
+    out["other"] = make_face_clip(str(root / "other.mp4"), seconds=2.0, width=240, height=180, gop=24)
+    return out
+
+
+def test_changed_spec_or_source_redoes_exactly_the_affected_work(media, tmp_path) -> None:
+    out = str(tmp_path / "out")
+    work = os.path.join(out, ".recast-work", "invalidate")
+    shot_b = str(tmp_path / "b.mp4")
+    shutil.copyfile(media["other"], shot_b)
+
+    def spec(**faces):
+        data = job_spec(media, out, "invalidate")
+        data["shots"] = [{"name": "a", "url": media["other"]}, {"name": "b", "url": shot_b}]
+        data["output"]["if_exists"] = "overwrite"
+        data["faces"] = {"batch_size": 4, **faces}
+        return parse_spec(data)
+
+    with local_ray(num_cpus=2):
+        first = {s.name: s for s in run_job(spec()).shots}
+        assert all(
+            s.status == "published" and s.analyses_run == 2 and s.chunks_rendered == 2 for s in first.values()
+        )
+        output_a = Path(out, "a.mp4").read_bytes()
+
+        # A render-only setting: every segment again, no analysis again.
+        second = {s.name: s for s in run_job(spec(mask_blur=0.2)).shots}
+        for s in second.values():
+            assert (s.analyses_reused, s.analyses_run, s.chunks_reused, s.chunks_rendered) == (2, 0, 0, 2), s
+        assert Path(out, "a.mp4").read_bytes() != output_a
+        output_a = Path(out, "a.mp4").read_bytes()
+        renders = {k: v["key"] for k, v in records(work, "a", "render").items()}
+
+        # Shot b's source is replaced: b is redone from analysis, a is kept as published.
+        make_face_clip(shot_b, seconds=2.0, width=240, height=180, gop=24, timecode="02:00:00:00")
+        third = {s.name: s for s in run_job(spec(mask_blur=0.2)).shots}
+    assert third["a"].reused and third["a"].status == "published" and third["a"].chunks_rendered == 0
+    assert Path(out, "a.mp4").read_bytes() == output_a
+    assert {k: v["key"] for k, v in records(work, "a", "render").items()} == renders
+    b = third["b"]
+    assert b.status == "published" and not b.reused
+    assert (b.analyses_reused, b.analyses_run, b.chunks_reused, b.chunks_rendered) == (0, 2, 0, 2)
