@@ -89,6 +89,10 @@ class Elasticity:
     max_actors: int
     idle_release_seconds: float = 5.0
     release_actor: Callable[[str, Any], None] | None = None
+    upcoming: Callable[[], int] | None = None
+    """Work items the caller will still submit (e.g. renders of shots whose analysis is
+    still running).  Actors are not released while it is positive: releasing them in the
+    gap between a shot's analysis and its render would only pay their set-up again."""
 
 
 def unwrap(exc: BaseException) -> BaseException:
@@ -184,8 +188,11 @@ class Dispatcher:
 
     def pump(self) -> None:
         """Hand pending items to ready actors with room: affinity first, then the least-loaded."""
+        # While other actors are still setting up, a ready actor takes one call at a time:
+        # a second queued call would be work the next actor to come up cannot take.
+        cap = 1 if self._starting else self.max_inflight
         while self._pending:
-            free = [label for label, n in self._load.items() if n < self.max_inflight]
+            free = [label for label, n in self._load.items() if n < cap]
             if not free:
                 break
             item = heapq.heappop(self._pending)
@@ -325,7 +332,7 @@ class Dispatcher:
         """Release actors no pending work can use, once the queue has stayed empty for the grace."""
         if self.elastic is None:
             return
-        if self._pending:
+        if self._pending or (self.elastic.upcoming is not None and self.elastic.upcoming() > 0):
             self._drained_since = None
             return
         now = time.perf_counter()

@@ -604,6 +604,7 @@ class JobRunner:
                 ready_call=ready_ref,
                 max_actors=self.pool.actors if self.pool is not None else len(self.actors),
                 idle_release_seconds=IDLE_RELEASE_SECONDS,
+                upcoming=lambda: sum(r.chunks - len(r.render_keys) for r in runs if not r.done),
             ),
         )
         for run in runs:
