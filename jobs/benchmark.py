@@ -258,7 +258,7 @@ def run_recast(spec_data: dict, *, local_ray: bool) -> dict:
 
     spec = parse_spec(spec_data)
     with ActorMemoryPoller(only_descendants=local_ray) as poller:
-        summary = run_job(spec)
+        summary = run_job(spec, resume=False)  # a benchmark measures work, never reuses it
     if not summary.ok:
         errors = "; ".join(f"{s.name}: {s.error}" for s in summary.shots if s.error)
         raise RuntimeError(f"recast job {spec.job_id} failed: {errors}")
