@@ -58,3 +58,16 @@ def s3_bucket(s3_endpoint: str) -> str:
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
     fs.mkdir(name)
     return f"s3://{name}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Disconnect from Ray before the interpreter tears down its native extensions.
+
+    A Ray driver connection left open at interpreter exit can crash the process
+    after the last test (seen as exit code 139 with every test passed).
+    """
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()

@@ -51,6 +51,7 @@ def local_ray(num_cpus: int = 2, env_vars: dict[str, str] | None = None) -> Iter
         ray.shutdown()
     runtime_env = {"env_vars": {"PYTHONPATH": str(REPO), **RAY_ENV, **(env_vars or {})}}
     ray.init(
+        address="local",  # a private instance: never attach to another Ray running on the machine
         num_cpus=num_cpus,
         num_gpus=0,
         include_dashboard=False,

@@ -28,6 +28,7 @@ def metrics_port() -> Iterator[int]:
     if ray.is_initialized():
         ray.shutdown()
     ray.init(
+        address="local",
         num_cpus=1,
         num_gpus=0,
         include_dashboard=False,
