@@ -71,3 +71,28 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave with pytest's own exit status once every report is written.
+
+    The suite loads several native runtimes into one process (ONNX Runtime,
+    torch, PyAV/FFmpeg, Ray's core worker, the C2PA library); on this machine
+    their interpreter-exit teardown has crashed the process *after* pytest
+    printed its summary (exit code 139 with every test passed), which would
+    turn a green run red.  Nothing is left to do at that point, so skip the
+    teardown.  Set RECAST_TEST_NORMAL_EXIT=1 to see the crash.
+    """
+    import sys
+
+    status = config.stash.get(_EXIT_STATUS, None)
+    if status is None or os.environ.get("RECAST_TEST_NORMAL_EXIT") == "1":
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
