@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import cv2
 import numpy as np
 
 from pipeline.errors import ModelPackError
 from pipeline.faces.types import Face
-from pipeline.models.yunet import _nms_faces
+from pipeline.models.yunet import _nms_faces, letterbox_bgr
 
 if TYPE_CHECKING:
     from pipeline.models.pack import ModelEntry
@@ -58,20 +57,7 @@ class RetinaFaceDetector:
         """Faces in several RGB uint8 frames with one model call."""
         if not frames:
             return []
-        blob = np.zeros((len(frames), 3, self.input_height, self.input_width), dtype=np.float32)
-        scales = []
-        for i, rgb in enumerate(frames):
-            if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
-                raise ValueError(f"detect wants RGB uint8 HxWx3, got {rgb.dtype} {rgb.shape}")
-            h, w = rgb.shape[:2]
-            scale = min(self.input_width / w, self.input_height / h)
-            nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
-            resized = cv2.resize(
-                rgb, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
-            )
-            blob[i] = -BGR_MEAN  # padding is "mean grey", what the network saw in training
-            blob[i, :, :nh, :nw] = resized[:, :, ::-1].transpose(2, 0, 1) - BGR_MEAN
-            scales.append(scale)
+        blob, scales = letterbox_bgr(frames, self.input_width, self.input_height, mean=BGR_MEAN)
         loc, conf, landmarks = (
             self.runner.run({self.input_name: blob})[self._index[k]] for k in ("loc", "conf", "landmarks")
         )

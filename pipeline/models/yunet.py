@@ -65,19 +65,7 @@ class YunetDetector:
         """Faces in several RGB uint8 frames with one model call."""
         if not frames:
             return []
-        blob = np.zeros((len(frames), 3, self.input_height, self.input_width), dtype=np.float32)
-        scales = []
-        for i, rgb in enumerate(frames):
-            if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
-                raise ValueError(f"detect wants RGB uint8 HxWx3, got {rgb.dtype} {rgb.shape}")
-            h, w = rgb.shape[:2]
-            scale = min(self.input_width / w, self.input_height / h)
-            nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
-            resized = cv2.resize(
-                rgb, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
-            )
-            blob[i, :, :nh, :nw] = resized[:, :, ::-1].transpose(2, 0, 1)  # RGB -> BGR, NCHW
-            scales.append(scale)
+        blob, scales = letterbox_bgr(frames, self.input_width, self.input_height)
         outputs = self.runner.run({self.input_name: blob})
         return [self._decode(outputs, i, scales[i], frames[i].shape[:2]) for i in range(len(frames))]
 
@@ -132,3 +120,31 @@ def _nms_faces(
         )
     faces.sort(key=lambda f: -f.score)
     return faces
+
+
+def letterbox_bgr(
+    frames: Sequence[np.ndarray], width: int, height: int, *, mean: np.ndarray | None = None
+) -> tuple[np.ndarray, list[float]]:
+    """RGB uint8 frames scaled into the top-left of a ``width`` x ``height`` BGR NCHW float blob.
+
+    With ``mean`` (shape (3, 1, 1), BGR) it is subtracted and the padding is set to
+    ``-mean``, i.e. "mean grey", what mean-subtracting networks saw in training.
+    Returns the blob and each frame's scale factor.
+    """
+    blob = np.zeros((len(frames), 3, height, width), dtype=np.float32)
+    scales = []
+    for i, rgb in enumerate(frames):
+        if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+            raise ValueError(f"detect wants RGB uint8 HxWx3, got {rgb.dtype} {rgb.shape}")
+        h, w = rgb.shape[:2]
+        scale = min(width / w, height / h)
+        nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
+        resized = cv2.resize(rgb, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+        bgr = resized[:, :, ::-1].transpose(2, 0, 1)  # RGB -> BGR, NCHW
+        if mean is None:
+            blob[i, :, :nh, :nw] = bgr
+        else:
+            blob[i] = -mean
+            blob[i, :, :nh, :nw] = bgr - mean
+        scales.append(scale)
+    return blob, scales
