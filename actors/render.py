@@ -46,6 +46,7 @@ from pipeline.faces.config import FaceConfig
 from pipeline.faces.types import Face, FaceTask
 from pipeline.models.runner import ExecutionConfig
 from pipeline.probe import VideoInfo
+from pipeline.provenance.watermark import WatermarkConfig
 from pipeline.stages import StageTimes, run_stages
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,11 @@ class RenderConfig(Frozen):
     identities: dict[str, IdentitySource] = Field(default_factory=dict)
     faces: FaceConfig = FaceConfig()
     queue_batches: int = Field(default=2, ge=1)
+    watermark: WatermarkConfig | None = None
+    """When set, ``watermark_payload`` is marked invisibly in every replaced face's box."""
+    watermark_payload: int | None = None
+    review_label: bool = False
+    """Draw a visible "AI-altered" label on every frame (review copies)."""
 
 
 @dataclass(frozen=True)
@@ -258,11 +264,16 @@ class RenderWorker:
         stage_before = dict(getattr(renderer, "stage_seconds", {}))
         written = 0
 
+        marking = self.config.watermark is not None or self.config.review_label
+
         def render(frames: list[Frame]) -> list[Frame]:
             tasks = [tasks_per_frame[f.index - chunk.start_frame] for f in frames]
-            if not any(tasks):
+            if not any(tasks) and not marking:
                 return frames
-            outs = renderer.render([f.rgb for f in frames], tasks)
+            outs = renderer.render([f.rgb for f in frames], tasks) if any(tasks) else [f.rgb for f in frames]
+            if marking:
+                # After the faces are rendered, before encoding: the mark lives in the new faces.
+                outs = [self._mark(out, frame_tasks) for out, frame_tasks in zip(outs, tasks, strict=True)]
             return [Frame(index=f.index, pts=f.pts, rgb=out) for f, out in zip(frames, outs, strict=True)]
 
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
@@ -315,6 +326,17 @@ class RenderWorker:
             wall_seconds=wall,
             model_busy_share=times.process_busy_share,
         )
+
+    def _mark(self, rgb: np.ndarray, tasks: Sequence[FaceTask]) -> np.ndarray:
+        """The watermark in the replaced faces' boxes, then the review label, as configured."""
+        from pipeline.provenance.watermark import embed, label
+
+        config = self.config
+        if config.watermark is not None and config.watermark_payload is not None and tasks:
+            rgb = embed(rgb, [task.box for task in tasks], config.watermark_payload, config.watermark)
+        if config.review_label:
+            rgb = label(rgb)
+        return rgb
 
 
 def _sha256_file(path: str) -> tuple[str, int]:

@@ -63,7 +63,7 @@ from cluster.pool import (
     start_actors,
     wait_first_ready,
 )
-from cluster.spec import JobSpec, ShotRef, expand_shots, work_url_for
+from cluster.spec import JobSpec, ShotRef, expand_shots, output_prefix_for, work_url_for
 from cluster.summary import JobSummary, ShotSummary
 from pipeline import storage
 from pipeline.chunking import ChunkPlan, plan_chunks
@@ -71,6 +71,7 @@ from pipeline.encode import EncoderChoice
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.types import Face
 from pipeline.probe import VideoInfo, probe
+from pipeline.provenance.redact import redact
 from pipeline.tracking import TrackerState, track_chunk
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,103 @@ class PreparedJob:
     pack_hash: str
     identities_digest: str
     resumed: bool  # a manifest of an earlier run was found
+    consent_refs: dict[str, str] = field(default_factory=dict)
+    """Identity -> consent reference from the studio policy (empty without ``provenance``)."""
+
+
+NO_POLICY_REF = "none (no studio policy in the job)"
+"""Consent reference recorded in manifests and audit records when the job names no policy."""
+SIGNABLE = (".mp4", ".mov", ".m4v")
+"""Containers C2PA signing supports (BMFF)."""
+
+
+def input_urls(spec: JobSpec, shots: list[ShotRef]) -> list[str]:
+    """Every URL the job reads: shots, identity pictures and adapters, and the model pack."""
+    urls = [s.url for s in shots]
+    for ident in spec.identities.values():
+        urls.extend(ident.images)
+        if ident.adapter is not None:
+            urls.append(ident.adapter.url)
+    if not spec.models.pack.startswith("builtin:"):
+        urls.append(spec.models.pack)
+    return urls
+
+
+def audit_url(spec: JobSpec) -> str:
+    """Folder whose ``audit/`` holds the job's audit records: the output prefix."""
+    return output_prefix_for(spec)
+
+
+def check_provenance(spec: JobSpec, shots: list[ShotRef], work_url: str) -> dict[str, str]:
+    """Policy (consent, prefixes) and signer checks, before anything is read for rendering or written.
+
+    Returns identity -> consent reference.  Raises PolicyError naming the
+    identity or URL the studio policy refuses, SpecError for outputs that
+    cannot be signed or a signer that cannot be built.
+    """
+    import datetime as dt
+
+    prov = spec.provenance
+    if prov is None:
+        return {}
+    refs = {name: NO_POLICY_REF for name in spec.identities}
+    if prov.policy_url is not None:
+        from pipeline.provenance.policy import authorise_job, load_policy
+
+        assert prov.project is not None  # the spec requires it with a policy
+        outputs = [s.output_url for s in shots] + [work_url]
+        if prov.audit:
+            outputs.append(storage.join(audit_url(spec), "audit"))
+        refs = authorise_job(
+            load_policy(prov.policy_url),
+            project=prov.project,
+            identity_names=spec.identities,
+            input_urls=input_urls(spec, shots),
+            output_urls=outputs,
+            today=dt.datetime.now(dt.UTC).date(),
+        )
+    if prov.signer is not None:
+        from pipeline.provenance.credentials import make_signer
+
+        for shot in shots:
+            if not shot.output_url.lower().endswith(SIGNABLE):
+                raise SpecError(
+                    "provenance.signer",
+                    f"{shot.output_url}: Content Credentials need an {', '.join(SIGNABLE)} output",
+                )
+        make_signer(signer_config(spec)).close()  # a bad key or chain fails now, not after rendering
+    return refs
+
+
+def signer_config(spec: JobSpec) -> Any:
+    """The ``SignerConfig`` of the job's ``provenance.signer``."""
+    from pipeline.provenance.credentials import SignerConfig
+
+    assert spec.provenance is not None and spec.provenance.signer is not None
+    return SignerConfig(**spec.provenance.signer.model_dump())
+
+
+def watermark_config(spec: JobSpec) -> Any:
+    """The ``WatermarkConfig`` of the job, or None when the watermark is off."""
+    from pipeline.provenance.watermark import WatermarkConfig
+
+    prov = spec.provenance
+    if prov is None or not prov.watermark.enabled:
+        return None
+    return WatermarkConfig(key=prov.watermark.key, step=prov.watermark.step)
+
+
+def marks_key(spec: JobSpec) -> dict[str, Any] | None:
+    """What of ``provenance`` changes rendered pixels or published bytes (None: nothing)."""
+    prov = spec.provenance
+    if prov is None or not (prov.watermark.enabled or prov.review_label or prov.signer):
+        return None
+    return {
+        "watermark": prov.watermark if prov.watermark.enabled else None,
+        "job_id": spec.job_id if prov.watermark.enabled else None,
+        "review_label": prov.review_label,
+        "signer": prov.signer,
+    }
 
 
 def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
@@ -140,7 +238,13 @@ def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
     if pool.num_gpus == 0 and execution.intra_op_threads == 0:
         # CPU actors share the node's cores: each gets as many threads as CPUs it reserved.
         execution = execution.model_copy(update={"intra_op_threads": actor_execution_threads(pool)})
+    from pipeline.provenance.watermark import job_payload
+
+    watermark = watermark_config(spec)
     return RenderConfig(
+        watermark=watermark,
+        watermark_payload=job_payload(spec.job_id) if watermark is not None else None,
+        review_label=spec.provenance.review_label if spec.provenance is not None else False,
         pack_url=spec.models.pack,
         pack_cache_dir=spec.models.cache_dir,
         execution=execution,
@@ -231,38 +335,42 @@ def render_key(
 ) -> str:
     """What a chunk's segment depends on: its frames, models, render settings, identities, encoder, and
     exactly the face tasks planned for it (so a tracking or selection change redoes only chunks it alters)."""
-    return digest(
-        {
-            "input": fingerprint,
-            "chunk": [chunk.start_frame, chunk.end_frame],
-            "pack": pack_hash,
-            "execution": execution_key(spec),
-            "faces": spec.faces,
-            "identities": idents,
-            "encoder": encoder,
-            "tasks": tasks_digest(tasks),
-        }
-    )
+    parts = {
+        "input": fingerprint,
+        "chunk": [chunk.start_frame, chunk.end_frame],
+        "pack": pack_hash,
+        "execution": execution_key(spec),
+        "faces": spec.faces,
+        "identities": idents,
+        "encoder": encoder,
+        "tasks": tasks_digest(tasks),
+    }
+    marks = marks_key(spec)
+    if marks is not None:  # only then: keys of jobs without provenance stay as they were
+        parts["marks"] = marks
+    return digest(parts)
 
 
 def shot_spec_key(
     spec: JobSpec, ref: ShotRef, fingerprint: dict[str, Any], plan: ChunkPlan, pack_hash: str, idents: str
 ) -> str:
     """Digest of everything a shot's output depends on, known before any actor runs."""
-    return digest(
-        {
-            "input": fingerprint,
-            "chunks": [[c.start_frame, c.end_frame] for c in plan.chunks],
-            "pack": pack_hash,
-            "execution": execution_key(spec),
-            "tracking": spec.tracking,
-            "selection": spec.selection,
-            "faces": spec.faces,
-            "identities": idents,
-            "encode": spec.output.encode_settings(),
-            "output": ref.output_url,
-        }
-    )
+    parts = {
+        "input": fingerprint,
+        "chunks": [[c.start_frame, c.end_frame] for c in plan.chunks],
+        "pack": pack_hash,
+        "execution": execution_key(spec),
+        "tracking": spec.tracking,
+        "selection": spec.selection,
+        "faces": spec.faces,
+        "identities": idents,
+        "encode": spec.output.encode_settings(),
+        "output": ref.output_url,
+    }
+    marks = marks_key(spec)
+    if marks is not None:
+        parts["marks"] = marks
+    return digest(parts)
 
 
 def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
@@ -281,6 +389,8 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
 
     shots = expand_shots(spec)
     work_url = work_url_for(spec, shots)
+    # The studio policy first: a refused identity or path must not cause a single read or write.
+    consent_refs = check_provenance(spec, shots, work_url)
     manifest = JobManifest(work_url)
     resumed = False
     if resume is not False:
@@ -318,6 +428,8 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
     for parent in sorted({_parent(shot.output_url) for shot, _, _ in planned}):
         storage.check_writable(parent)
     storage.check_writable(work_url)
+    if spec.provenance is not None and spec.provenance.audit:
+        storage.check_writable(storage.join(audit_url(spec), "audit"))
     for shot, _, _ in planned:
         _remove_interrupted_publish(shot.output_url)
     return PreparedJob(
@@ -331,6 +443,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
         pack_hash=pack_hash,
         identities_digest=idents,
         resumed=resumed,
+        consent_refs=consent_refs,
     )
 
 
@@ -511,8 +624,11 @@ class JobRunner:
             ]
             self.runs[shot.name] = run
         self._write_job_record(prepared)
+        for shot, _, _ in planned:
+            logger.info("job %s: shot %s from %s to %s", spec.job_id, shot.name, shot.url, shot.output_url)
         if not planned:
             summary.wall_seconds = self._elapsed()
+            self._write_audit(summary)
             self._write_summary(summary)
             self._write_report(finished=True)
             return summary
@@ -557,6 +673,7 @@ class JobRunner:
             if self.progress is not None:
                 self.progress.close()
         summary.wall_seconds = self._elapsed()
+        self._write_audit(summary)
         self._write_summary(summary)
         self._write_report(finished=finished)
         return summary
@@ -872,7 +989,66 @@ class JobRunner:
     def _start_merge(self, run: ShotRun) -> None:
         urls = [run.segments[i].url for i in range(run.chunks)]
         run.summary.chunk_actors = [run.segments[i].actor for i in range(run.chunks)]
-        run.merging = self._merger.submit(_merge_and_publish, urls, run.info, run.ref.output_url, run.ref.url)
+        run.merging = self._merger.submit(
+            _merge_and_publish, urls, run.info, run.ref.output_url, run.ref.url, self._signing(run)
+        )
+
+    def _signing(self, run: ShotRun) -> tuple[Any, Any] | None:
+        """(ManifestInfo, SignerConfig) for the shot's output when the job signs its outputs."""
+        prov = self.spec.provenance
+        if prov is None or prov.signer is None:
+            return None
+        from pipeline.provenance.credentials import ManifestInfo
+        from pipeline.provenance.watermark import job_payload
+
+        assert self.prepared is not None
+        info = ManifestInfo(
+            title=run.ref.output_url.rsplit("/", 1)[-1],
+            job_id=self.spec.job_id,
+            identities=self.prepared.consent_refs,
+            model_pack_sha256=self.prepared.pack_hash,
+            adapters=_adapter_hashes(self.spec),
+            watermark_payload=job_payload(self.spec.job_id) if prov.watermark.enabled else None,
+        )
+        return info, signer_config(self.spec)
+
+    def _write_audit(self, summary: JobSummary) -> None:
+        """One audit record for this run of the job: inputs, published outputs, consent, models."""
+        prov = self.spec.provenance
+        if prov is None or not prov.audit or self.prepared is None:
+            return
+        from pipeline.provenance.audit import AuditLog, make_record, sha256_url
+
+        prepared = self.prepared
+        try:
+            inputs = {}
+            for shot in [s.ref for s in self.runs.values()] + [r[0] for r in prepared.reused]:
+                inputs[shot.url] = sha256_url(shot.url)
+            for ident in self.spec.identities.values():
+                for url in ident.images:
+                    inputs[url] = sha256_url(url)
+            outputs = {
+                s.output_url: s.output_sha256
+                for s in summary.shots
+                if s.status == "published" and s.output_sha256
+            }
+            record = make_record(
+                job_id=self.spec.job_id,
+                spec=self.spec,
+                identities=prepared.consent_refs,
+                model_pack_sha256=prepared.pack_hash,
+                adapters=_adapter_hashes(self.spec),
+                inputs=inputs,
+                outputs=outputs,
+                event="job.completed" if summary.ok else "job.failed",
+                extra={"shots": {s.name: s.status for s in summary.shots}},
+            )
+            url = AuditLog(audit_url(self.spec)).append(record)
+        except RecastError as exc:
+            logger.error("job %s: could not write its audit record: %s", self.spec.job_id, exc)
+            summary.warnings.append(f"audit record not written: {exc}")
+            return
+        logger.info("job %s: audit record %s", self.spec.job_id, url)
 
     def _finish_merge(self, run: ShotRun, work_url: str) -> None:
         from pipeline.thumbnails import boundary_frames, thumbnails
@@ -998,7 +1174,7 @@ class JobRunner:
                 for actor, ratio in actor_busy_ratios(self.timeline, until=self._elapsed()).items():
                     self.metrics.actor_busy(actor, ratio)
             report, page = build_report(
-                summary.to_dict(),
+                redact(summary.to_dict()),
                 thumbs=self.thumbs,
                 timeline=self.timeline,
                 retries=self.shot_retries,
@@ -1013,7 +1189,9 @@ class JobRunner:
 
         url = storage.join(summary.work_url, "summary.json")
         try:
-            storage.write_bytes(url, json.dumps(summary.to_dict(), indent=2, default=str).encode())
+            # A credential passed by mistake in the spec (e.g. a signed URL) must not be echoed.
+            data = redact(summary.to_dict())
+            storage.write_bytes(url, json.dumps(data, indent=2, default=str).encode())
         except RecastError as exc:
             logger.warning("could not write %s: %s", url, exc)
 
@@ -1035,12 +1213,22 @@ def _reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResu
     )
 
 
+def _adapter_hashes(spec: JobSpec) -> dict[str, str]:
+    return {n: i.adapter.sha256 for n, i in sorted(spec.identities.items()) if i.adapter is not None}
+
+
 def _merge_and_publish(
-    segment_urls: list[str], info: VideoInfo, output_url: str, audio_url: str
+    segment_urls: list[str],
+    info: VideoInfo,
+    output_url: str,
+    audio_url: str,
+    signing: tuple[Any, Any] | None = None,
 ) -> tuple[Any, str, dict[str, Any]]:
     """Merge into a local file, checksum it, then publish it atomically; the output appears only whole.
 
-    Returns (merge stats, sha256 of the output, its fingerprint after publishing).
+    ``signing`` = (ManifestInfo, SignerConfig): embed signed Content Credentials
+    before publishing (the checksum is of the signed file).  Returns (merge
+    stats, sha256 of the output, its fingerprint after publishing).
     """
     import hashlib
     import os
@@ -1053,6 +1241,12 @@ def _merge_and_publish(
         stats = merge_segments(segment_urls, info, local, audio_source_url=audio_url)
         if stats.frames != info.frame_count:
             raise RecastError(f"{output_url}: merged {stats.frames} frames, source has {info.frame_count}")
+        if signing is not None:
+            from pipeline.provenance.credentials import sign_video
+
+            signed = os.path.join(tmp, "signed" + os.path.splitext(output_url)[1])
+            sign_video(local, signed, signing[0], signing[1])
+            local = signed
         digest_ = hashlib.sha256()
         with open(local, "rb") as fh:
             while block := fh.read(1 << 20):

@@ -181,6 +181,45 @@ class ResourcesSpec(Frozen):
         return custom
 
 
+class SignerSpec(Frozen):
+    """The studio's C2PA signing key and certificate chain (URLs or paths; never inline PEM)."""
+
+    certificate_chain_url: str
+    private_key_url: str
+    algorithm: Literal["es256", "es384", "es512", "ps256", "ps384", "ps512", "ed25519"] = "es256"
+    timestamp_url: str | None = None
+
+
+class WatermarkSpec(Frozen):
+    """Invisible watermark of the job id in the replaced faces (see ``pipeline.provenance.watermark``)."""
+
+    enabled: bool = False
+    key: str = "recast"
+    step: float = Field(default=32.0, gt=0.0)
+
+
+class ProvenanceSpec(Frozen):
+    """Consent policy, Content Credentials, watermark, review label and audit log of a job.
+
+    ``policy_url`` points at the studio policy (nothing here can relax it) and
+    needs ``project``; ``signer`` signs every output (MP4/MOV only); ``audit``
+    appends one record per job run under ``<output prefix>/audit/``.
+    """
+
+    policy_url: str | None = None
+    project: str | None = None
+    signer: SignerSpec | None = None
+    watermark: WatermarkSpec = WatermarkSpec()
+    review_label: bool = False
+    audit: bool = True
+
+    @model_validator(mode="after")
+    def _project_with_policy(self) -> ProvenanceSpec:
+        if self.policy_url is not None and not self.project:
+            raise _FieldError("provenance.project", "required when provenance.policy_url is set")
+        return self
+
+
 class JobSpec(Frozen):
     """A whole render job, as validated from YAML."""
 
@@ -195,6 +234,8 @@ class JobSpec(Frozen):
     output: OutputSpec
     chunking: ChunkingSpec = ChunkingSpec()
     resources: ResourcesSpec = ResourcesSpec()
+    provenance: ProvenanceSpec | None = None
+    """None (no block): no policy, signing, watermark or audit, as before."""
 
     @model_validator(mode="before")
     @classmethod
@@ -353,6 +394,22 @@ def _resolve_paths(data: dict[str, Any], base_dir: str) -> dict[str, Any]:
             **output,
             **{k: _abs(output[k], base_dir) for k in ("url", "work_url") if k in output},
         }
+    provenance = data.get("provenance")
+    if isinstance(provenance, dict):
+        provenance = dict(provenance)
+        if "policy_url" in provenance:
+            provenance["policy_url"] = _abs(provenance["policy_url"], base_dir)
+        signer = provenance.get("signer")
+        if isinstance(signer, dict):
+            provenance["signer"] = {
+                **signer,
+                **{
+                    k: _abs(signer[k], base_dir)
+                    for k in ("certificate_chain_url", "private_key_url")
+                    if k in signer
+                },
+            }
+        data["provenance"] = provenance
     models = data.get("models")
     if isinstance(models, dict) and "pack" in models and not str(models["pack"]).startswith("builtin:"):
         data["models"] = {**models, "pack": _abs(models["pack"], base_dir)}
@@ -394,6 +451,13 @@ def expand_shots(spec: JobSpec) -> list[ShotRef]:
 
 def output_url_for(spec: JobSpec, shot_name: str) -> str:
     return spec.output.url.replace("{shot}", shot_name).replace("{job_id}", spec.job_id)
+
+
+def output_prefix_for(spec: JobSpec) -> str:
+    """The fixed folder of ``output.url`` (everything before the first placeholder's folder)."""
+    template = spec.output.url.replace("{job_id}", spec.job_id)
+    head = template.split("{", 1)[0]
+    return head.rsplit("/", 1)[0] if "/" in head else "."
 
 
 def work_url_for(spec: JobSpec, shots: list[ShotRef]) -> str:

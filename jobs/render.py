@@ -19,7 +19,9 @@ adapters, identity pictures, outputs, work area) is checked before Ray starts.
 
 Exit status: 0 when every shot's output is published (or skipped by
 ``output.if_exists: skip``); 2 for a bad spec or input (the message names the
-field or file); 1 when rendering failed (the summary says which shots and why).
+field or file, or the identity or URL that ``provenance.policy_url`` refuses);
+1 when rendering failed (the summary says which shots and why).  Credentials
+passed by mistake are redacted from the logs, the summary and error messages.
 The summary is printed and written to ``<work area>/summary.json``.
 """
 
@@ -51,22 +53,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from pipeline.provenance.redact import install_log_redaction, redact, redact_text
+
+    # Credentials passed by mistake (signed URLs, keys in a spec) never reach the logs.
+    install_log_redaction()
 
     from cluster.driver import JobRunner
     from cluster.spec import load_spec
     from pipeline.errors import RecastError
+    from pipeline.provenance.policy import PolicyError
 
     try:
         spec = load_spec(args.spec)
     except RecastError as exc:
-        print(f"recast: bad job spec: {exc}", file=sys.stderr)
+        print(f"recast: bad job spec: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
     runner = JobRunner(spec, resume=True if args.resume else False if args.fresh else None)
     try:
         runner.prepare()  # no Ray yet: a bad input fails in seconds
+    except PolicyError as exc:
+        print(
+            f"recast: job {spec.job_id} refused by the studio policy: {redact_text(str(exc))}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     except RecastError as exc:
-        print(f"recast: job {spec.job_id} not started: {exc}", file=sys.stderr)
+        print(f"recast: job {spec.job_id} not started: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
     import ray
@@ -77,22 +90,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         summary = runner.run()
     except RecastError as exc:
-        print(f"recast: job {spec.job_id} not started: {exc}", file=sys.stderr)
+        print(f"recast: job {spec.job_id} not started: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:
         logging.getLogger(__name__).exception("job %s failed", spec.job_id)
-        print(f"recast: job {spec.job_id} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(
+            f"recast: job {spec.job_id} failed: {type(exc).__name__}: {redact_text(str(exc))}",
+            file=sys.stderr,
+        )
         return EXIT_RENDER_FAILED
 
-    print(summary.table())
-    data = summary.to_dict()
+    print(redact_text(summary.table()))
+    data = redact(summary.to_dict())
     print("SUMMARY_JSON " + json.dumps(data, default=str))
     if args.summary_json:
         os.makedirs(os.path.dirname(os.path.abspath(args.summary_json)), exist_ok=True)
         with open(args.summary_json, "w") as fh:
             json.dump(data, fh, indent=2, default=str)
     if not summary.ok:
-        failed = [f"{s.name}: {s.error}" for s in summary.shots if s.status == "failed"]
+        failed = [f"{s.name}: {redact_text(str(s.error))}" for s in summary.shots if s.status == "failed"]
         print("recast: failed shots:\n  " + "\n  ".join(failed), file=sys.stderr)
         return EXIT_RENDER_FAILED
     return EXIT_OK
