@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from collections.abc import Sequence
+
+from jobs.cli import configure_logging
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -102,11 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pattern", default=".*", help="regex (re.search) on weight initializer names")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level)
     from pipeline import storage
     from pipeline.errors import RecastError
     from pipeline.lora.prepare import prepare_file

@@ -34,6 +34,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from jobs.cli import configure_logging
+
 EXIT_OK, EXIT_RENDER_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -48,11 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument("--fresh", action="store_true", help="ignore the manifest of earlier runs")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level)
     from pipeline.provenance.redact import install_log_redaction, redact, redact_text
 
     # Credentials passed by mistake (signed URLs, keys in a spec) never reach the logs.

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from jobs.cli import configure_logging
+
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".mxf", ".avi", ".webm", ".ts", ".m4v")
 
@@ -169,11 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level)
     options = {k: v for k, v in vars(args).items() if k != "num_gpus"}
     options["log_level"] = args.log_level.upper()
     from pipeline.errors import RecastError
