@@ -28,7 +28,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,10 @@ class RenderConfig(Frozen):
     identities: dict[str, IdentitySource] = Field(default_factory=dict)
     faces: FaceConfig = FaceConfig()
     queue_batches: int = Field(default=2, ge=1)
+    codec_threads: int = Field(default=0, ge=0)
+    """Decoder and encoder threads each; 0: the codecs' defaults (one per core).  The
+    driver sets CPU actors' to their CPU reservation so actors sharing a node don't
+    oversubscribe its cores."""
     watermark: WatermarkConfig | None = None
     """When set, ``watermark_payload`` is marked invisibly in every replaced face's box."""
     watermark_payload: int | None = None
@@ -212,6 +216,11 @@ class RenderWorker:
         self._ready()
         return [choose_encoder(settings, info) for info in infos]
 
+    def _decode(self, shot_url: str, info: VideoInfo, chunk: Chunk) -> Iterator[Frame]:
+        return decode_range(
+            shot_url, info, chunk.start_frame, chunk.end_frame, threads=self.config.codec_threads
+        )
+
     def analyze_chunk(self, shot_url: str, info: VideoInfo, chunk: Chunk) -> ChunkAnalysis:
         """Detect and embed every face of every frame of ``chunk``."""
         self._ready()
@@ -221,7 +230,7 @@ class RenderWorker:
             return self._analyzer.analyze([f.rgb for f in frames])
 
         times = run_stages(
-            decode_range(shot_url, info, chunk.start_frame, chunk.end_frame),
+            self._decode(shot_url, info, chunk),
             analyze,
             faces.append,
             batch_size=self.config.faces.batch_size,
@@ -278,7 +287,7 @@ class RenderWorker:
 
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
             local = os.path.join(tmp, f"segment.{encoder.container}")
-            with SegmentWriter(local, info, encoder, chunk) as writer:
+            with SegmentWriter(local, info, encoder, chunk, threads=self.config.codec_threads) as writer:
 
                 def write(frame: Frame) -> None:
                     nonlocal written
@@ -286,7 +295,7 @@ class RenderWorker:
                     written += 1
 
                 times: StageTimes = run_stages(
-                    decode_range(shot_url, info, chunk.start_frame, chunk.end_frame),
+                    self._decode(shot_url, info, chunk),
                     render,
                     write,
                     batch_size=self.config.faces.batch_size,

@@ -258,6 +258,8 @@ def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
             for name, ident in spec.identities.items()
         },
         faces=spec.faces,
+        # CPU actors' codecs too: an actor uses the cores it reserved, no more.
+        codec_threads=actor_execution_threads(pool) if pool.num_gpus == 0 else 0,
     )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,6 +110,21 @@ def plan_pool(
     )
 
 
+ACTOR_ENV_DEFAULTS: tuple[tuple[str, str], ...] = (("MALLOC_ARENA_MAX", "2"),)
+"""Environment of every render actor process (the driver's own value wins when it has one).
+
+``MALLOC_ARENA_MAX``: glibc gives each new thread its own malloc arena (up to 8 per
+core); every chunk runs its stages on fresh threads, so without a cap an actor's
+resident memory creeps up chunk after chunk as arenas fragment (+15 % from a 60 s
+to a 5-minute shot, measured; flat with 2).  glibc reads it at process start, so
+it has to be in the actor's environment, not set from inside it."""
+
+
+def actor_env() -> dict[str, str]:
+    """Env vars for a render actor's ``runtime_env`` (Ray merges them with the job's)."""
+    return {name: os.environ.get(name, default) for name, default in ACTOR_ENV_DEFAULTS}
+
+
 def actor_execution_threads(plan: PoolPlan) -> int:
     """Intra-op threads for a CPU actor: its CPU share, so actors don't oversubscribe cores."""
     return max(1, round(plan.num_cpus))
@@ -116,7 +132,9 @@ def actor_execution_threads(plan: PoolPlan) -> int:
 
 def start_actor(config: RenderConfig, plan: PoolPlan, label: str) -> Any:
     """Ask for one render actor; it is placed whenever the cluster has room.  Set-up runs asynchronously."""
-    return RenderActor.options(**plan.options(), name=None).remote(config, label)
+    return RenderActor.options(**plan.options(), name=None, runtime_env={"env_vars": actor_env()}).remote(
+        config, label
+    )
 
 
 def start_actors(config: RenderConfig, plan: PoolPlan, *, first_label: int = 0) -> list[tuple[str, Any]]:

@@ -26,6 +26,8 @@ What runs, in one process tree and one run:
   swap + enhance row at 720p;
 * the ceiling: each stage's CPU-seconds per frame, models single-threaded, on a few
   frames; machine limit = cores / total; efficiency = achieved / limit;
+* issue 5's scaling figure: a 4-chunk shot (both model sets) on 1 actor and on one
+  actor per core, every actor reserving 1 CPU (``--no-scaling`` skips it);
 * optional: ``--memory`` (peak actor memory for a 60 s and a 5-minute shot) and
   ``--demo`` (the demo job's fps with 1 and N actors, time to first chunk).
 
@@ -85,6 +87,12 @@ class Settings:
     demo_seconds: float = 20.0
     compare: bool = True
     """The naive-vs-Recast comparisons and ceilings (off: only the optional scenarios)."""
+    scaling: bool = True
+    """Issue 5's figure: a 4-chunk shot on 1 actor and on one actor per core, 1 CPU each."""
+    scaling_chunk_seconds: float = 2.0
+    """Default-pack chunk length of the scaling shot (4 chunks)."""
+    scaling_production_fps: int = 6
+    """Frame rate of the production-set scaling shot (4 chunks of 1 s; keeps it to minutes)."""
     tiny: bool = False
     """Test scale: small frames, tiny stand-ins for the production set (figures meaningless)."""
 
@@ -471,6 +479,57 @@ def compare(
     }
 
 
+def scaling_scenario(
+    settings: Settings, *, sets: list[tuple[str, str]], source: str, cache_dir: str, local_ray: bool
+) -> dict:
+    """Issue 5: one 4-chunk shot on 1 actor and on one actor per core, every actor 1 CPU.
+
+    The per-actor resources are held equal (each actor reserves 1 CPU and runs 1
+    intra-op thread and 1 codec thread per stage), so the ratio says how well the
+    chunks of one shot spread over actors (a shot rendered as one chain would give
+    1.0).  The comparisons' ``actors_time_ratio`` is the other question: 1 actor
+    given every core against the same cores split between actors.
+    """
+    cores = settings.cores
+    out = os.path.abspath(settings.out)
+    result: dict[str, Any] = {"chunks": 4, "cpus_per_actor": 1, "size": settings.sizes[0], "sets": {}}
+    for set_name, pack in sets:
+        if set_name == "default":
+            fps, chunk_seconds = settings.fps, settings.scaling_chunk_seconds
+        else:
+            fps, chunk_seconds = settings.scaling_production_fps, 1.0
+        clip = make_clip(os.path.join(out, "clips"), settings.sizes[0], 4 * chunk_seconds, fps)
+        runs: dict[str, dict] = {}
+        for actors in sorted({1, cores}):
+            label = f"scaling {set_name} {actors}"
+            logger.info("[%s] %d actor(s) x 1 cpu", label, actors)
+            spec = recast_spec(
+                label,
+                clip,
+                os.path.join(out, "runs", _slug(label)),
+                pack,
+                source,
+                actors=actors,
+                cpus_per_actor=1,
+                chunk_seconds=chunk_seconds,
+                enhance=False,
+                cache_dir=cache_dir,
+            )
+            run = run_recast(spec, local_ray=local_ray)
+            runs[str(actors)] = {
+                k: run[k] for k in ("actors", "chunks", "frames", "fps", "seconds", "model_busy_share")
+            }
+        one, many = runs["1"], runs[str(cores)]
+        result["sets"][set_name] = {
+            "clip": clip,
+            "fps": fps,
+            "chunk_seconds": chunk_seconds,
+            "runs": runs,
+            "time_ratio": many["seconds"] / one["seconds"] if one["seconds"] else None,
+        }
+    return result
+
+
 def memory_scenario(settings: Settings, source: str, cache_dir: str, local_ray: bool) -> dict:
     """Peak actor RSS for a 60 s and a 5-minute shot (default pack, 320x180, low frame rate)."""
     clips = os.path.join(os.path.abspath(settings.out), "clips")
@@ -569,13 +628,15 @@ def targets(results: dict, cores: int) -> list[dict]:
                     "verdict": _verdict(many["model_busy_share"], TARGETS["model_busy_share"]),
                 }
             )
-        if comp["set"] == "default" and many.get("chunks") == 4:
+    scaling = results.get("scaling")
+    if scaling and "error" not in scaling:
+        for set_name, case in scaling["sets"].items():
             rows.append(
                 {
-                    "what": f"{comp['label']}: 4-chunk shot, time {cores} actors / 1 actor (issue 5)",
+                    "what": f"4-chunk shot ({set_name} set), time {cores} actors / 1 actor, 1 CPU each",
                     "target": "<= 0.65",
-                    "value": comp["actors_time_ratio"],
-                    "verdict": _verdict(comp["actors_time_ratio"], TARGETS["four_chunk_ratio"], at_most=True),
+                    "value": case["time_ratio"],
+                    "verdict": _verdict(case["time_ratio"], TARGETS["four_chunk_ratio"], at_most=True),
                 }
             )
     memory = results.get("memory")
@@ -652,9 +713,25 @@ def table(results: dict) -> str:
         lines.append(
             f"(SCRFD-sized stand-in detector, not used for detection: {results['scrfd_cpu_seconds_per_frame']:.3f} CPU-s/frame)"
         )
-    for key in ("memory", "demo"):
+    for key in ("scaling", "memory", "demo"):
         if (results.get(key) or {}).get("error"):
             lines += ["", f"{key} scenario FAILED: {results[key]['error']}"]
+    if results.get("scaling") and "error" not in results["scaling"]:
+        sc = results["scaling"]
+        lines += ["", f"4-chunk shot ({sc['size']}), every actor 1 CPU (issue 5):"]
+        for set_name, case in sc["sets"].items():
+            runs = "  ".join(
+                f"{k} actor(s) {r['seconds']:.2f} s ({r['frames']} frames, {r['fps']:.2f} fps, busy {r['model_busy_share']:.2f})"
+                for k, r in case["runs"].items()
+            )
+            lines.append(f"  {set_name:<10} {case['fps']} fps, {case['chunk_seconds']:g} s chunks: {runs}")
+            lines.append(f"  {'':<10} time ratio {_f(case['time_ratio'], '{:.3f}')}")
+    for comp in results["comparisons"]:
+        if comp.get("actors_time_ratio") is not None:
+            lines.append(
+                f"  (for comparison, {comp['label']}: {cores} actors x 1 CPU / 1 actor x {cores} CPUs "
+                f"= {comp['actors_time_ratio']:.3f})"
+            )
     if results.get("memory") and "error" not in results["memory"]:
         m = results["memory"]
         lines += ["", f"memory flatness ({m['size']}, {m['fps']} fps, default pack, 1 actor):"]
@@ -671,7 +748,7 @@ def table(results: dict) -> str:
                 f"  {key} actor(s): {run['frames']} frames, {run['chunks']} chunks, {run['fps']:.2f} fps "
                 f"(job {run['job_fps']:.2f} fps incl. start-up), first chunk done {_f(run['first_chunk_seconds'])} s after submit"
             )
-    lines += ["", "targets (issue 7 item 5 on this machine; issue 5 4-chunk figure):"]
+    lines += ["", "targets (issue 7 item 5 on this machine; issue 5's 4-chunk figure):"]
     for row in results["targets"]:
         lines.append(
             f"  {row['verdict']:<5} {row['what']:<62} target {row['target']:<14} measured {_f(row['value'], '{:.3f}')}"
@@ -778,6 +855,19 @@ def run_benchmark(settings: Settings) -> dict:
             results["comparisons"].append(comp)
             _checkpoint(results, out)
         # The optional scenarios must not cost the comparisons already measured.
+        if settings.scaling and settings.cores > 1:
+            try:
+                results["scaling"] = scaling_scenario(
+                    settings,
+                    sets=[(name, pack) for name, pack, *_ in sets],
+                    source=source,
+                    cache_dir=cache_dir,
+                    local_ray=local_ray,
+                )
+            except Exception as exc:
+                logger.exception("scaling scenario failed")
+                results["scaling"] = {"error": f"{type(exc).__name__}: {exc}"}
+            _checkpoint(results, out)
         if settings.memory:
             try:
                 results["memory"] = memory_scenario(settings, source, cache_dir, local_ray)
@@ -838,10 +928,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-enhance", action="store_true", help="skip the swap + enhance row")
     parser.add_argument("--memory", action="store_true", help="also the 60 s vs 5-minute memory scenario")
     parser.add_argument("--memory-fps", type=int, default=4)
+    parser.add_argument(
+        "--scaling",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the 4-chunk shot on 1 and N actors, issue 5 (default: with the comparisons)",
+    )
     parser.add_argument("--demo", action="store_true", help="also the demo job with 1 and N actors")
     parser.add_argument("--demo-seconds", type=float, default=20.0)
     parser.add_argument(
-        "--no-compare", action="store_true", help="skip the comparisons (run only --memory / --demo)"
+        "--no-compare",
+        action="store_true",
+        help="skip the comparisons (run only --memory / --demo / --scaling)",
     )
     parser.add_argument("--report", metavar="BENCH_JSON", help="only re-render the table of a bench.json")
     args = parser.parse_args(argv)
@@ -878,6 +976,7 @@ def main(argv: list[str] | None = None) -> int:
             production_chunk_seconds=1.0,
             enhance_row=False,
             ceiling_frames=1,
+            scaling_chunk_seconds=1.0,
             tiny=True,
         )
     if args.seconds is not None:
@@ -892,6 +991,7 @@ def main(argv: list[str] | None = None) -> int:
         fields["enhance_row"] = False
     if args.no_compare:
         fields["compare"] = False
+    fields["scaling"] = not args.no_compare if args.scaling is None else args.scaling
     settings = Settings(**fields)
 
     _write_outputs(run_benchmark(settings), os.path.abspath(settings.out))

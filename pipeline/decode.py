@@ -42,8 +42,10 @@ def rgb_format(info: VideoInfo) -> str:
     return "rgb24" if info.bit_depth <= 8 else "rgb48le"
 
 
-def decode_range(url: str, info: VideoInfo, start: int, end: int) -> Iterator[Frame]:
+def decode_range(url: str, info: VideoInfo, start: int, end: int, *, threads: int = 0) -> Iterator[Frame]:
     """Yield exactly frames ``[start, end)`` of the source, in order.
+
+    ``threads``: decoder threads (0: FFmpeg's default, one per core).
 
     Raises MediaError naming ``url`` if the source cannot deliver them (truncated
     or corrupt: the message says how many frames were decodable).
@@ -61,6 +63,8 @@ def decode_range(url: str, info: VideoInfo, start: int, end: int) -> Iterator[Fr
     with open_container(url) as container:
         stream = video_stream(url, container)
         stream.thread_type = "AUTO"
+        if threads:
+            stream.codec_context.thread_count = threads
         for other in container.streams:
             if other.index != stream.index:
                 other.discard = av.stream.Discard.all  # never read audio/data bytes

@@ -210,9 +210,12 @@ class SegmentWriter:
 
     Timestamps in the segment are the source pts minus ``chunk.start_pts`` (so a
     segment starts at 0); :func:`pipeline.merge.merge_segments` rebases them back.
+    ``threads``: encoder threads (0: the encoder's default, about one per core).
     """
 
-    def __init__(self, path: str, info: VideoInfo, choice: EncoderChoice, chunk: Chunk) -> None:
+    def __init__(
+        self, path: str, info: VideoInfo, choice: EncoderChoice, chunk: Chunk, *, threads: int = 0
+    ) -> None:
         self.path = path
         self.info = info
         self.choice = choice
@@ -234,6 +237,8 @@ class SegmentWriter:
             ctx.time_base = tb
             stream.time_base = tb
             ctx.gop_size = choice.gop_size
+            if threads:
+                ctx.thread_count = threads
             ctx.options = dict(choice.options)
             ctx.color_primaries = code_of(PRIMARIES, info.color_primaries, 2)
             ctx.color_trc = code_of(TRANSFERS, info.color_trc, 2)

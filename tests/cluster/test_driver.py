@@ -124,3 +124,34 @@ def test_bad_source_face_is_named(ray_cpus2, media, tmp_path) -> None:
         run_job(parse_spec(data))
     assert "noface.png" in str(err.value)
     assert not os.path.exists(os.path.join(str(tmp_path), "long.mp4"))
+
+
+def test_cpu_actors_use_the_cores_they_reserve(media, tmp_path) -> None:
+    """CPU actors get intra-op and codec threads equal to their CPU reservation; GPU actors keep the defaults."""
+    from cluster.driver import render_config
+    from cluster.pool import PoolPlan
+
+    spec = parse_spec(job(media, str(tmp_path)))
+    cpu = render_config(spec, PoolPlan(actors=2, num_cpus=3.0, num_gpus=0.0))
+    assert (cpu.execution.intra_op_threads, cpu.codec_threads) == (3, 3)
+    half = render_config(spec, PoolPlan(actors=4, num_cpus=0.5, num_gpus=0.0))
+    assert (half.execution.intra_op_threads, half.codec_threads) == (1, 1)
+    gpu = render_config(spec, PoolPlan(actors=1, num_cpus=4.0, num_gpus=1.0))
+    assert (gpu.execution.intra_op_threads, gpu.codec_threads) == (0, 0)
+
+
+def test_actor_process_env_caps_malloc_arenas_and_keeps_the_jobs(ray_cpus2) -> None:
+    """Render actors start with MALLOC_ARENA_MAX (memory flat in shot length) merged into the job's env."""
+    import ray
+
+    from actors.render import RenderConfig
+    from cluster.pool import PoolPlan, kill_actors, start_actor
+    from tests.raytools import REPO
+
+    handle = start_actor(RenderConfig(), PoolPlan(actors=1, num_cpus=0.5, num_gpus=0.0), "env-probe")
+    try:
+        env = ray.get(handle.__ray_call__.remote(lambda worker: dict(os.environ)), timeout=120)
+    finally:
+        kill_actors([("env-probe", handle)])
+    assert env["MALLOC_ARENA_MAX"] == "2"
+    assert env["PYTHONPATH"] == str(REPO)  # the job's runtime_env env_vars are still there
