@@ -945,7 +945,12 @@ class JobRunner:
         assert self.manifest is not None and self.prepared is not None
         started = time.perf_counter()
         face_plan = plan_shot(
-            run.faces, run.track_ids, self.spec.selection, self.embeddings, self.spec.tracking
+            run.faces,
+            run.track_ids,
+            self.spec.selection,
+            self.embeddings,
+            self.spec.tracking,
+            frame_times=run.info.frame_times(),
         )
         run.summary.tracks = len(face_plan.tracks)
         run.faces, run.track_ids = [], []  # no longer needed: keep the driver small

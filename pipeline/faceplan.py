@@ -290,6 +290,8 @@ def plan_shot(
     selection: SelectionConfig,
     identities_embeddings: Mapping[str, np.ndarray],
     config: TrackingConfig,
+    *,
+    frame_times: Sequence[float],
 ) -> ShotFacePlan:
     """Decide what to render on every frame of a shot.
 
@@ -302,8 +304,13 @@ def plan_shot(
     ``config.max_gap_frames`` bridged by linear interpolation (tasks with
     ``extra["interpolated"] = True``), except where the bridged box is hidden
     behind another detected face; landmarks and box smoothed with a zero-phase
-    One-Euro filter when ``config.smoothing``.
+    One-Euro filter when ``config.smoothing``, in shot time: ``frame_times`` are
+    every frame's seconds (:meth:`VideoInfo.frame_times`), so cutoffs are in Hz
+    whatever the frame rate, and variable frame rates are filtered by real time.
     """
+    if len(frame_times) != len(faces_per_frame):
+        raise ValueError(f"plan_shot: {len(frame_times)} frame times for {len(faces_per_frame)} frames")
+    times = np.asarray(frame_times, dtype=np.float64)
     raw_tracks = group_tracks(faces_per_frame, track_ids)
     chains = stitch_tracks(raw_tracks, config)
     tracks = {
@@ -339,10 +346,11 @@ def plan_shot(
             if config.smoothing:
                 dense = smooth_track(
                     dense,
+                    times[dense_frames],
                     scale,
-                    min_cutoff=config.smoothing_min_cutoff,
+                    min_cutoff_hz=config.smoothing_min_cutoff_hz,
                     beta=config.smoothing_beta,
-                    derivative_cutoff=config.smoothing_derivative_cutoff,
+                    derivative_cutoff_hz=config.smoothing_derivative_cutoff_hz,
                 )
             for f, row, interp in zip(dense_frames.tolist(), dense, interpolated.tolist()):
                 box = row[10:14].astype(np.float32)

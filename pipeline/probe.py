@@ -75,6 +75,11 @@ class VideoInfo:
         """Presentation time of frame ``index`` in seconds."""
         return float(self.pts[index] * self.time_base)
 
+    def frame_times(self) -> tuple[float, ...]:
+        """Every frame's time in seconds from the first frame (what temporal filters run on)."""
+        first = self.pts[0] if self.pts else 0
+        return tuple(float((p - first) * self.time_base) for p in self.pts)
+
     def end_pts(self) -> int:
         """Timestamp just after the last frame (last pts plus one frame duration)."""
         if len(self.pts) >= 2:

@@ -82,12 +82,14 @@ class TrackingConfig(Frozen):
     """Tracks with fewer detections than this get no tasks (drops one-frame false positives)."""
     smoothing: bool = True
     """Smooth each track's landmarks and box over time (zero-phase One-Euro filter)."""
-    smoothing_min_cutoff: float = Field(0.04, gt=0.0, le=0.5)
-    """One-Euro cutoff at rest, in cycles per frame (lower = steadier still faces)."""
+    smoothing_min_cutoff_hz: float = Field(0.96, gt=0.0, le=100.0)
+    """One-Euro cutoff at rest, in Hz of shot time (lower = steadier still faces).
+    Cutoffs are in seconds, not frames, so 24, 30 and 60 fps plates are smoothed alike."""
     smoothing_beta: float = Field(8.0, ge=0.0)
-    """How fast the cutoff rises with speed (face sizes per frame); higher = less lag on motion."""
-    smoothing_derivative_cutoff: float = Field(0.1, gt=0.0, le=0.5)
-    """Cutoff of the speed estimate that drives the adaptation, in cycles per frame."""
+    """How fast the cutoff rises with speed: Hz per face size per second of motion;
+    higher = less lag on motion."""
+    smoothing_derivative_cutoff_hz: float = Field(2.4, gt=0.0, le=100.0)
+    """Cutoff of the speed estimate that drives the adaptation, in Hz."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Everything is seeded, so a test sees the same data on every run.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -189,6 +189,11 @@ def chunk_bounds(n_frames: int, n_chunks: int) -> list[tuple[int, int]]:
     """Split ``[0, n_frames)`` into ``n_chunks`` contiguous ranges of nearly equal length."""
     edges = np.linspace(0, n_frames, n_chunks + 1).round().astype(int).tolist()
     return list(itertools.pairwise(edges))
+
+
+def frame_times_for(frames: Sequence[object], rate: float = 24.0) -> tuple[float, ...]:
+    """Seconds of each frame of a constant-rate shot (what ``VideoInfo.frame_times`` gives)."""
+    return tuple(i / rate for i in range(len(frames)))
 
 
 def selection(**kwargs: object) -> SelectionConfig:
@@ -383,7 +388,8 @@ def _figures() -> None:
     sel = selection(mode="all", source="anna")
 
     def plan(faces: list[list[Face]], config: TrackingConfig):
-        return plan_shot(faces, track_chunk(faces, 0, config, None)[0], sel, {}, config)
+        ids = track_chunk(faces, 0, config, None)[0]
+        return plan_shot(faces, ids, sel, {}, config, frame_times=frame_times_for(faces))
 
     def lms(tasks_or_faces) -> np.ndarray:
         return np.stack([f[0].landmarks for f in tasks_or_faces]).astype(np.float64)

@@ -52,7 +52,14 @@ def test_actor_analyzes_and_renders_chunks(ray_s3, s3_bucket, tmp_path) -> None:
         faces += analysis.faces
         ids += frame_ids
     embeddings = ray.get(actor.identity_embeddings.remote())
-    face_plan = plan_shot(faces, ids, SelectionConfig(source="hero"), embeddings, TrackingConfig())
+    face_plan = plan_shot(
+        faces,
+        ids,
+        SelectionConfig(source="hero"),
+        embeddings,
+        TrackingConfig(),
+        frame_times=info.frame_times(),
+    )
     encoder = ray.get(actor.choose_encoders.remote(EncodeSettings(preset="ultrafast"), [info]))[0]
 
     results = ray.get(

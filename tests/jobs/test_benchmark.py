@@ -98,3 +98,22 @@ def test_ceiling_and_targets(bench: tuple[dict, str]) -> None:
         assert row["verdict"] in ("PASS", "MISS")
         assert row["what"] in text
     assert "load average" in results["machine"]["load_before"]
+
+
+def test_four_chunk_scaling_figure(bench: tuple[dict, str]) -> None:
+    """Issue 5's figure: one 4-chunk shot per model set on 1 actor and on one actor per core, 1 CPU each."""
+    results, text = bench
+    cores = results["machine"]["cores"]
+    if cores < 2:
+        pytest.skip("one core: nothing to scale over")
+    scaling = results["scaling"]
+    assert scaling["cpus_per_actor"] == 1
+    assert set(scaling["sets"]) == {"default", "production"}
+    for case in scaling["sets"].values():
+        one, many = case["runs"]["1"], case["runs"][str(cores)]
+        assert (one["actors"], many["actors"]) == (1, cores)
+        assert one["chunks"] == many["chunks"] == 4
+        assert one["frames"] == many["frames"] > 0
+        assert case["time_ratio"] == pytest.approx(many["seconds"] / one["seconds"])
+    rows = [row for row in results["targets"] if "4-chunk shot" in row["what"]]
+    assert len(rows) == 2 and all(row["what"] in text for row in rows)

@@ -17,6 +17,7 @@ from tests.tracking_media import (
     best_lag,
     chunk_bounds,
     crossing_shot,
+    frame_times_for,
     gap_shot,
     moving_shot,
     multi_face_shot,
@@ -36,7 +37,7 @@ def chunked_plan(shot: SyntheticShot, n_chunks: int, sel, refs=None, config: Tra
         chunk_ids, state = track_chunk(shot.faces[start:end], start, config, state)
         ids.extend(chunk_ids)
         state = TrackerState.from_dict(json.loads(json.dumps(state.to_dict())))
-    return plan_shot(shot.faces, ids, sel, refs or {}, config)
+    return plan_shot(shot.faces, ids, sel, refs or {}, config, frame_times=frame_times_for(shot.faces))
 
 
 def assert_tasks_identical(a: list[list[FaceTask]], b: list[list[FaceTask]]) -> None:
@@ -108,6 +109,7 @@ def test_reference_below_threshold_is_left_untouched() -> None:
         selection(mode="reference", references={"ref_a": "anna"}, threshold=0.5),
         refs,
         CONFIG,
+        frame_times=frame_times_for(shot.faces),
     )
     assert {s.identity for s in plan.tracks.values()} == {"anna", None}
     assert all(task.identity == "anna" for frame in plan.tasks for task in frame)
@@ -129,7 +131,9 @@ def test_largest_mode_picks_the_track_with_largest_mean_area() -> None:
         ]
         for frame, persons in zip(shot.faces, shot.person)
     ]
-    plan = plan_shot(faces, ids, selection(mode="largest", source="anna"), {}, CONFIG)
+    plan = plan_shot(
+        faces, ids, selection(mode="largest", source="anna"), {}, CONFIG, frame_times=frame_times_for(faces)
+    )
     chosen = [tid for tid, s in plan.tracks.items() if s.identity == "anna"]
     assert len(chosen) == 1
     assert plan.tracks[chosen[0]].mean_area == max(s.mean_area for s in plan.tracks.values())
@@ -142,9 +146,23 @@ def test_all_mode_needs_a_source_and_reference_mode_its_embeddings() -> None:
     ids, _ = track_chunk(shot.faces, 0, CONFIG, None)
     # A config built without validation (e.g. model_construct) is still refused by the planner.
     with pytest.raises(SpecError, match="selection.source"):
-        plan_shot(shot.faces, ids, SelectionConfig.model_construct(mode="all"), {}, CONFIG)
+        plan_shot(
+            shot.faces,
+            ids,
+            SelectionConfig.model_construct(mode="all"),
+            {},
+            CONFIG,
+            frame_times=frame_times_for(shot.faces),
+        )
     with pytest.raises(SpecError, match="selection.references.ref_a"):
-        plan_shot(shot.faces, ids, selection(mode="reference", references={"ref_a": "anna"}), {}, CONFIG)
+        plan_shot(
+            shot.faces,
+            ids,
+            selection(mode="reference", references={"ref_a": "anna"}),
+            {},
+            CONFIG,
+            frame_times=frame_times_for(shot.faces),
+        )
 
 
 def test_gap_is_bridged_by_interpolated_tasks_and_leaving_face_ends_cleanly() -> None:
@@ -180,6 +198,7 @@ def test_short_tracks_are_dropped_with_min_track_frames() -> None:
         selection(mode="all", source="anna"),
         {},
         CONFIG.model_copy(update={"min_track_frames": 3}),
+        frame_times=frame_times_for(faces),
     )
     assert plan.tracks[99].identity is None and plan.tracks[99].detections == 1
     assert 99 not in [task.track_id for task in plan.tasks[50]]
@@ -197,6 +216,14 @@ def test_plan_smoothing_removes_jitter_of_a_still_face() -> None:
     raw = chunked_plan(shot, 3, sel, config=CONFIG.model_copy(update={"smoothing": False}))
     assert jitter(raw.tasks) == pytest.approx(jitter(shot.faces))
     assert jitter(raw.tasks) / jitter(smoothed.tasks) >= 5.0
+
+
+def test_plan_needs_a_time_for_every_frame() -> None:
+    shot = still_shot(n_frames=30)
+    ids, _ = track_chunk(shot.faces, 0, CONFIG, None)
+    sel = selection(mode="all", source="anna")
+    with pytest.raises(ValueError, match="29 frame times for 30 frames"):
+        plan_shot(shot.faces, ids, sel, {}, CONFIG, frame_times=frame_times_for(shot.faces[1:]))
 
 
 def test_plan_smoothing_does_not_delay_motion() -> None:
@@ -221,14 +248,14 @@ def test_a_reference_goes_to_one_face_at_a_time() -> None:
     refs = {"ref_a": ref_a / np.linalg.norm(ref_a), "ref_b": ref_b / np.linalg.norm(ref_b)}
     sel = selection(mode="reference", references={"ref_a": "anna", "ref_b": "ben"}, threshold=0.4)
     ids, _ = track_chunk(shot.faces, 0, CONFIG, None)
-    plan = plan_shot(shot.faces, ids, sel, refs, CONFIG)
+    plan = plan_shot(shot.faces, ids, sel, refs, CONFIG, frame_times=frame_times_for(shot.faces))
     by_person = {person_of_task(shot, 0, task): task.identity for task in plan.tasks[0]}
     assert by_person == {0: "anna", 1: "ben"}
     sims = sorted(s.similarity for s in plan.tracks.values())
     assert 0.4 < sims[0] < 0.6 < sims[1]  # person 1 took its second choice
     # Without ref_b, person 1 is left untouched rather than given anna while anna is on screen.
     sel = selection(mode="reference", references={"ref_a": "anna"}, threshold=0.4)
-    plan = plan_shot(shot.faces, ids, sel, refs, CONFIG)
+    plan = plan_shot(shot.faces, ids, sel, refs, CONFIG, frame_times=frame_times_for(shot.faces))
     assert {person_of_task(shot, 0, task): task.identity for task in plan.tasks[0]} == {0: "anna"}
 
 
@@ -251,7 +278,14 @@ def test_face_lost_for_a_moment_is_stitched_back_into_its_track() -> None:
     ids, _ = track_chunk(shot.faces, 0, CONFIG, None)
     assert [frame[0] for frame in ids if frame] == [0] * 20 + [1] * 24  # the tracker alone splits it
 
-    plan = plan_shot(shot.faces, ids, selection(mode="all", source="anna"), {}, CONFIG)
+    plan = plan_shot(
+        shot.faces,
+        ids,
+        selection(mode="all", source="anna"),
+        {},
+        CONFIG,
+        frame_times=frame_times_for(shot.faces),
+    )
     assert list(plan.tracks) == [0] and plan.tracks[0].parts == (0, 1)
     assert [len(frame) for frame in plan.tasks] == [1] * 48
     assert [frame[0].extra["interpolated"] for frame in plan.tasks[19:25]] == [
@@ -268,6 +302,7 @@ def test_face_lost_for_a_moment_is_stitched_back_into_its_track() -> None:
         selection(mode="all", source="anna"),
         {},
         CONFIG.model_copy(update={"stitch_threshold": 1.0}),
+        frame_times=frame_times_for(shot.faces),
     )
     assert len(unstitched.tracks) == 2
 
@@ -275,7 +310,14 @@ def test_face_lost_for_a_moment_is_stitched_back_into_its_track() -> None:
 def test_bridged_face_hidden_behind_another_gets_no_task() -> None:
     shot = crossing_shot(hidden=(28, 29, 30, 31))
     ids, _ = track_chunk(shot.faces, 0, CONFIG, None)
-    plan = plan_shot(shot.faces, ids, selection(mode="all", source="anna"), {}, CONFIG)
+    plan = plan_shot(
+        shot.faces,
+        ids,
+        selection(mode="all", source="anna"),
+        {},
+        CONFIG,
+        frame_times=frame_times_for(shot.faces),
+    )
     assert len(plan.tracks) == 2
     for t, frame in enumerate(plan.tasks):
         assert len(frame) == (1 if t in (28, 29, 30, 31) else 2), t
@@ -288,6 +330,7 @@ def test_bridged_face_hidden_behind_another_gets_no_task() -> None:
         selection(mode="all", source="anna"),
         {},
         CONFIG,
+        frame_times=frame_times_for(alone.faces),
     )
     assert all(len(frame) == 1 for frame in plan.tasks)
 
@@ -364,7 +407,7 @@ def test_real_faces_chunked_render_equals_one_pass(models, real_clips, clip: str
     bounds = chunk_bounds(len(frames), 3)
     sel = selection(mode="all", source="anna")
     one_ids, _ = track_chunk(faces, 0, CONFIG, None)
-    one = plan_shot(faces, one_ids, sel, {}, CONFIG)
+    one = plan_shot(faces, one_ids, sel, {}, CONFIG, frame_times=frame_times_for(faces))
     many = chunked_plan_from_faces(faces, 3, sel, {})
     assert_tasks_identical(one.tasks, many.tasks)
     assert one.tracks == many.tracks
@@ -410,7 +453,7 @@ def chunked_plan_from_faces(faces, n_chunks: int, sel, refs):
     for start, end in chunk_bounds(len(faces), n_chunks):
         chunk_ids, state = track_chunk(faces[start:end], start, CONFIG, state)
         ids.extend(chunk_ids)
-    return plan_shot(faces, ids, sel, refs, CONFIG)
+    return plan_shot(faces, ids, sel, refs, CONFIG, frame_times=frame_times_for(faces))
 
 
 def test_real_still_face_with_pixel_noise_jitter_falls_5x(analyzer) -> None:
