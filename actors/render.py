@@ -144,7 +144,7 @@ class RenderWorker:
 
     def _setup(self) -> None:
         from pipeline.faces.analyze import FaceAnalyzer
-        from pipeline.faces.render import FaceRenderer
+        from pipeline.faces.render import make_renderer
         from pipeline.models.loader import load_face_models
         from pipeline.models.pack import load_pack
 
@@ -157,7 +157,7 @@ class RenderWorker:
         for name in self.config.identities:
             self.identity(name)
         self._analyzer = FaceAnalyzer(self.models)
-        self._renderer = FaceRenderer(self.models, self.identities, self.config.faces)
+        self._renderer = make_renderer(self.models, self.identities, self.config.faces)
 
     def identity(self, name: str) -> Any:
         """The loaded identity ``name`` (loaded on first use, then cached)."""

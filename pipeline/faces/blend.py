@@ -65,6 +65,39 @@ def match_color(src: np.ndarray, ref: np.ndarray, mask: np.ndarray | None = None
     return cv2.transform(src_f, matrix)
 
 
+PASTE_BOX_MARGIN = 0.25
+"""Paste-back never touches pixels beyond the face box grown by this fraction of its size per side."""
+
+
+def paste_region(
+    affine: np.ndarray,
+    crop_size: int,
+    frame_hw: tuple[int, int],
+    box: np.ndarray | None,
+    margin: float = PASTE_BOX_MARGIN,
+) -> tuple[int, int, int, int] | None:
+    """(x0, y0, x1, y1) that a crop aligned by ``affine`` may change, or None if empty.
+
+    The crop's footprint in the frame, clipped to ``box`` grown by ``margin`` per side
+    and to the frame: the pixels :func:`paste_back` may change.
+    """
+    height, width = frame_hw
+    inverse = invert_affine(affine)
+    corners = np.array([[0, 0], [crop_size, 0], [0, crop_size], [crop_size, crop_size]], dtype=np.float64)
+    mapped = corners @ inverse[:, :2].T + inverse[:, 2]
+    x0, y0 = (int(v) for v in np.floor(mapped.min(axis=0)))
+    x1, y1 = (int(v) + 1 for v in np.ceil(mapped.max(axis=0)))
+    if box is not None:
+        bx1, by1, bx2, by2 = (float(v) for v in box)
+        mx, my = (bx2 - bx1) * margin, (by2 - by1) * margin
+        x0, y0 = max(x0, int(np.floor(bx1 - mx))), max(y0, int(np.floor(by1 - my)))
+        x1, y1 = min(x1, int(np.ceil(bx2 + mx))), min(y1, int(np.ceil(by2 + my)))
+    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, width), min(y1, height)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    return x0, y0, x1, y1
+
+
 def paste_back(
     frame: np.ndarray,
     crop: np.ndarray,
@@ -74,7 +107,7 @@ def paste_back(
     erode: float = 0.05,
     blur: float = 0.08,
     box: np.ndarray | None = None,
-    box_margin: float = 0.25,
+    box_margin: float = PASTE_BOX_MARGIN,
 ) -> np.ndarray:
     """Blend ``crop`` (aligned with ``affine``: frame -> crop) into ``frame`` in place.
 
@@ -83,21 +116,12 @@ def paste_back(
     face-shape masks).  When ``box`` (x1, y1, x2, y2) is given, nothing outside the box
     grown by ``box_margin`` of its size on each side is touched.  Returns ``frame``.
     """
-    height, width = frame.shape[:2]
     size = crop.shape[0]
-    inverse = invert_affine(affine)
-    corners = np.array([[0, 0], [size, 0], [0, size], [size, size]], dtype=np.float64)
-    mapped = corners @ inverse[:, :2].T + inverse[:, 2]
-    x0, y0 = np.floor(mapped.min(axis=0)).astype(int)
-    x1, y1 = np.ceil(mapped.max(axis=0)).astype(int) + 1
-    if box is not None:
-        bx1, by1, bx2, by2 = (float(v) for v in box)
-        mx, my = (bx2 - bx1) * box_margin, (by2 - by1) * box_margin
-        x0, y0 = max(x0, int(np.floor(bx1 - mx))), max(y0, int(np.floor(by1 - my)))
-        x1, y1 = min(x1, int(np.ceil(bx2 + mx))), min(y1, int(np.ceil(by2 + my)))
-    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, width), min(y1, height)
-    if x1 <= x0 or y1 <= y0:
+    region = paste_region(affine, size, frame.shape[:2], box, box_margin)
+    if region is None:
         return frame
+    x0, y0, x1, y1 = region
+    inverse = invert_affine(affine)
 
     alpha = feather_mask(size, erode=erode, blur=blur)
     if mask is not None:

@@ -61,12 +61,7 @@ class FaceRenderer:
 
     def render(self, frames: Sequence[np.ndarray], tasks: Sequence[Sequence[FaceTask]]) -> list[np.ndarray]:
         """Frames with every task's face replaced; frames without tasks pass through as is."""
-        if len(frames) != len(tasks):
-            raise ValueError(f"render got {len(frames)} frames but {len(tasks)} task lists")
-        for per_frame in tasks:
-            for task in per_frame:
-                if task.identity not in self._prepared:
-                    raise SpecError("selection", f"unknown source identity {task.identity!r}")
+        check_tasks(len(frames), tasks, self._prepared)
         if not any(tasks):
             return list(frames)
 
@@ -172,6 +167,37 @@ class FaceRenderer:
             result = crops8[k].astype(np.float32) * (1.0 - blend) + enhanced[k].astype(np.float32) * blend
             self._paste(out[region.frame], region, result, crops8[k], None)
         self.stage_seconds["paste"] += time.perf_counter() - started
+
+
+def check_tasks(frame_count: int, tasks: Sequence[Sequence[FaceTask]], identities: Mapping[str, Any]) -> None:
+    """One task list per frame, every task naming a known identity."""
+    if frame_count != len(tasks):
+        raise ValueError(f"render got {frame_count} frames but {len(tasks)} task lists")
+    for per_frame in tasks:
+        for task in per_frame:
+            if task.identity not in identities:
+                raise SpecError("selection", f"unknown source identity {task.identity!r}")
+
+
+def make_renderer(
+    models: FaceModels, identities: Mapping[str, Identity], config: FaceConfig
+) -> FaceRenderer | Any:
+    """The renderer for these models: device-resident when the swapper is a torch module on CUDA.
+
+    On CUDA, :class:`~pipeline.faces.device_render.DeviceFaceRenderer` keeps each batch
+    on the GPU from upload to download (align, swap, enhance and paste back there);
+    otherwise (ONNX Runtime, or torch on CPU) the numpy/OpenCV :class:`FaceRenderer`.
+    Occlusion masks exist only on the latter, so they keep it.
+    """
+    device = getattr(getattr(models.swapper, "runner", None), "device", None)
+    if getattr(device, "type", None) == "cuda":
+        if config.occlusion:
+            log.warning("faces.occlusion: rendering on the CPU path (no device-resident occlusion)")
+        else:
+            from pipeline.faces.device_render import DeviceFaceRenderer
+
+            return DeviceFaceRenderer(models, identities, config)
+    return FaceRenderer(models, identities, config)
 
 
 def _check_frame(frame: np.ndarray) -> None:

