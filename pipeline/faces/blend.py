@@ -16,19 +16,22 @@ from pipeline.faces.align import invert_affine
 
 
 def feather_mask(crop_size: int, *, erode: float, blur: float) -> np.ndarray:
-    """A (S, S) float32 mask: 1 inside, fading to 0 over the crop border.
+    """A (S, S) float32 mask: 1 inside, 0 at and near the crop border, no edge between.
 
-    ``erode`` and ``blur`` are fractions of the crop size: the border is first pulled in
-    by ``erode*S`` px, then blurred with a Gaussian of sigma ``blur*S`` so the seam
-    has no edge.
+    ``erode`` and ``blur`` are fractions of the crop size: the mask is 0 within
+    ``erode*S`` px of the border, then rises along a smoothstep over ``2*blur*S`` px
+    (a blur of sigma ``blur*S`` spans about that).  It is exactly 0 on the border, so a
+    paste never leaves a step where the crop ends.
     """
-    mask = np.zeros((crop_size, crop_size), dtype=np.float32)
-    margin = round(max(erode, 0.0) * crop_size) + 1
-    mask[margin : crop_size - margin, margin : crop_size - margin] = 1.0
-    sigma = max(blur, 0.0) * crop_size
-    if sigma > 0:
-        mask = cv2.GaussianBlur(mask, (0, 0), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_CONSTANT)
-    return mask
+    centres = np.arange(crop_size, dtype=np.float64) + 0.5
+    distance = np.minimum(centres, crop_size - centres)  # to the nearest border, per axis
+    start, width = max(erode, 0.0) * crop_size, 2.0 * max(blur, 0.0) * crop_size
+    if width > 0:
+        t = np.clip((distance - start) / width, 0.0, 1.0)
+        ramp = t * t * (3.0 - 2.0 * t)
+    else:
+        ramp = (distance > start).astype(np.float64)
+    return np.outer(ramp, ramp).astype(np.float32)
 
 
 def face_ellipse_mask(crop_size: int, *, blur: float = 0.06) -> np.ndarray:
@@ -67,6 +70,11 @@ def match_color(src: np.ndarray, ref: np.ndarray, mask: np.ndarray | None = None
 
 PASTE_BOX_MARGIN = 0.25
 """Paste-back never touches pixels beyond the face box grown by this fraction of its size per side."""
+PASTE_BOX_FADE = 0.1
+"""Where that limit cuts a paste, the paste fades out over this fraction of the box size
+before it (inside the margin, never over the face): a model that also changes pixels
+around the face (an enhancer restoring its whole 512 px crop) leaves no hard-edged
+rectangle there."""
 
 
 def paste_region(
@@ -98,6 +106,43 @@ def paste_region(
     return x0, y0, x1, y1
 
 
+def box_fade(
+    region: tuple[int, int, int, int],
+    frame_hw: tuple[int, int],
+    box: np.ndarray | None,
+    margin: float = PASTE_BOX_MARGIN,
+    fade: float = PASTE_BOX_FADE,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column weights (H,), (W,) of ``region`` that fade a paste to 0 at its box-cut edges.
+
+    Only the sides where the box margin (not the crop's own footprint, whose feather is
+    already 0 there, and not the frame border) limits the region fade.
+    """
+    x0, y0, x1, y1 = region
+    height, width = frame_hw
+    rows = np.ones(y1 - y0, np.float32)
+    cols = np.ones(x1 - x0, np.float32)
+    if box is None:
+        return rows, cols
+    bx1, by1, bx2, by2 = (float(v) for v in box)
+    mx, my = (bx2 - bx1) * margin, (by2 - by1) * margin
+    left, top = int(np.floor(bx1 - mx)), int(np.floor(by1 - my))
+    right, bottom = int(np.ceil(bx2 + mx)), int(np.ceil(by2 + my))
+
+    def ramp(n: int, span: float, cut_low: bool, cut_high: bool) -> np.ndarray:
+        centres = np.arange(n, dtype=np.float64) + 0.5
+        weight = np.ones(n, np.float64)
+        if cut_low:
+            weight = np.minimum(weight, centres / span)
+        if cut_high:
+            weight = np.minimum(weight, (n - centres) / span)
+        return np.clip(weight, 0.0, 1.0).astype(np.float32)
+
+    cols = ramp(x1 - x0, max(1.0, (bx2 - bx1) * fade), x0 == left > 0, x1 == right < width)
+    rows = ramp(y1 - y0, max(1.0, (by2 - by1) * fade), y0 == top > 0, y1 == bottom < height)
+    return rows, cols
+
+
 def paste_back(
     frame: np.ndarray,
     crop: np.ndarray,
@@ -114,7 +159,8 @@ def paste_back(
     ``crop`` is (S, S, 3) in the frame's value scale (any dtype; float keeps sub-integer
     precision).  ``mask`` (S, S) in [0, 1] multiplies the border feather (occlusion or
     face-shape masks).  When ``box`` (x1, y1, x2, y2) is given, nothing outside the box
-    grown by ``box_margin`` of its size on each side is touched.  Returns ``frame``.
+    grown by ``box_margin`` of its size on each side is touched, and the paste fades
+    out before that limit (:func:`box_fade`).  Returns ``frame``.
     """
     size = crop.shape[0]
     region = paste_region(affine, size, frame.shape[:2], box, box_margin)
@@ -137,6 +183,8 @@ def paste_back(
         borderMode=cv2.BORDER_REPLICATE,
     )
     warped_alpha = cv2.warpAffine(alpha, roi_inverse, roi_size, flags=cv2.INTER_LINEAR, borderValue=0.0)
+    rows, cols = box_fade(region, frame.shape[:2], box, box_margin)
+    warped_alpha *= rows[:, None] * cols[None, :]
     if warped.ndim == 2:
         warped = warped[..., None]
     roi = frame[y0:y1, x0:x1]

@@ -56,7 +56,7 @@ import torch.nn.functional as F
 
 from pipeline.errors import SpecError
 from pipeline.faces.align import Template, estimate_similarity, invert_affine
-from pipeline.faces.blend import face_ellipse_mask, feather_mask, paste_region
+from pipeline.faces.blend import box_fade, face_ellipse_mask, feather_mask, paste_region
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.identity import Identity
 from pipeline.faces.render import check_tasks
@@ -311,7 +311,9 @@ class DeviceFaceRenderer:
         warped_alpha = F.grid_sample(masks, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
         for j, (k, (x0, y0, x1, y1)) in enumerate(zip(keep, boxes)):
             h, w = y1 - y0, x1 - x0
-            a = warped_alpha[j, 0, :h, :w, None]
+            rows, cols = box_fade((x0, y0, x1, y1), (height, width), items[k].task.box)
+            fade = self._upload(rows[:, None] * cols[None, :])
+            a = (warped_alpha[j, 0, :h, :w] * fade)[..., None]
             face = warped[j, :, :h, :w].permute(1, 2, 0)
             roi = work[items[k].frame, y0:y1, x0:x1]
             blended = roi.float() * (1.0 - a) + face * a

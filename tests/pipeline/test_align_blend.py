@@ -89,3 +89,20 @@ def test_match_color_moves_statistics_inside_the_mask() -> None:
     assert flat.reshape(-1, 3).std(0).max() < 2.5
     same = match_color(ref, ref, np.ones((64, 64), np.float32))
     np.testing.assert_allclose(same, ref, atol=1e-3)
+
+
+def test_a_paste_cut_by_the_box_margin_fades_out_with_no_hard_edge() -> None:
+    """An enhancer's 512 px FFHQ crop reaches past the face box: where the box margin cuts
+    the paste, and where the crop ends, it fades to nothing (no rectangle around the face)."""
+    frame = np.full((300, 400, 3), 100, np.uint8)
+    crops, affines = warp_crops(frame, [ASTRO_LANDMARKS], 512, "ffhq")
+    white = np.full_like(crops[0], 255)
+    out = paste_back(frame.copy(), white, affines[0], box=ASTRO_BOX, box_margin=0.25)
+    level = out[..., 0].astype(float)
+    # the largest step between neighbouring pixels: a hard edge would be a jump of ~155
+    steps = max(np.abs(np.diff(level, axis=0)).max(), np.abs(np.diff(level, axis=1)).max())
+    assert steps < 25, steps
+    x1, y1, x2, y2 = ASTRO_BOX.astype(int)
+    w, h = x2 - x1, y2 - y1
+    # the face is fully pasted: the fades happen outside it
+    assert np.all(out[y1 + h // 4 : y2 - h // 4, x1 + w // 4 : x2 - w // 4] == 255)
