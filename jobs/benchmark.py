@@ -47,6 +47,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -855,32 +856,30 @@ def run_benchmark(settings: Settings) -> dict:
             results["comparisons"].append(comp)
             _checkpoint(results, out)
         # The optional scenarios must not cost the comparisons already measured.
-        if settings.scaling and settings.cores > 1:
-            try:
-                results["scaling"] = scaling_scenario(
+        scenarios: list[tuple[str, bool, Callable[[], dict]]] = [
+            (
+                "scaling",
+                settings.scaling and settings.cores > 1,
+                lambda: scaling_scenario(
                     settings,
                     sets=[(name, pack) for name, pack, *_ in sets],
                     source=source,
                     cache_dir=cache_dir,
                     local_ray=local_ray,
-                )
-            except Exception as exc:
-                logger.exception("scaling scenario failed")
-                results["scaling"] = {"error": f"{type(exc).__name__}: {exc}"}
-            _checkpoint(results, out)
-        if settings.memory:
+                ),
+            ),
+            ("memory", settings.memory, lambda: memory_scenario(settings, source, cache_dir, local_ray)),
+            ("demo", settings.demo, lambda: demo_scenario(settings, local_ray)),
+        ]
+        for key, wanted, scenario in scenarios:
+            if not wanted:
+                continue
             try:
-                results["memory"] = memory_scenario(settings, source, cache_dir, local_ray)
+                results[key] = scenario()
             except Exception as exc:
-                logger.exception("memory scenario failed")
-                results["memory"] = {"error": f"{type(exc).__name__}: {exc}"}
+                logger.exception("%s scenario failed", key)
+                results[key] = {"error": f"{type(exc).__name__}: {exc}"}
             _checkpoint(results, out)
-        if settings.demo:
-            try:
-                results["demo"] = demo_scenario(settings, local_ray)
-            except Exception as exc:
-                logger.exception("demo scenario failed")
-                results["demo"] = {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         if started_ray:
             ray.shutdown()

@@ -77,6 +77,13 @@ around the face (an enhancer restoring its whole 512 px crop) leaves no hard-edg
 rectangle there."""
 
 
+def _box_limits(box: np.ndarray, margin: float) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom): the face box grown by ``margin`` of its size per side, in whole px."""
+    bx1, by1, bx2, by2 = (float(v) for v in box)
+    mx, my = (bx2 - bx1) * margin, (by2 - by1) * margin
+    return int(np.floor(bx1 - mx)), int(np.floor(by1 - my)), int(np.ceil(bx2 + mx)), int(np.ceil(by2 + my))
+
+
 def paste_region(
     affine: np.ndarray,
     crop_size: int,
@@ -96,10 +103,8 @@ def paste_region(
     x0, y0 = (int(v) for v in np.floor(mapped.min(axis=0)))
     x1, y1 = (int(v) + 1 for v in np.ceil(mapped.max(axis=0)))
     if box is not None:
-        bx1, by1, bx2, by2 = (float(v) for v in box)
-        mx, my = (bx2 - bx1) * margin, (by2 - by1) * margin
-        x0, y0 = max(x0, int(np.floor(bx1 - mx))), max(y0, int(np.floor(by1 - my)))
-        x1, y1 = min(x1, int(np.ceil(bx2 + mx))), min(y1, int(np.ceil(by2 + my)))
+        left, top, right, bottom = _box_limits(box, margin)
+        x0, y0, x1, y1 = max(x0, left), max(y0, top), min(x1, right), min(y1, bottom)
     x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, width), min(y1, height)
     if x1 <= x0 or y1 <= y0:
         return None
@@ -124,10 +129,8 @@ def box_fade(
     cols = np.ones(x1 - x0, np.float32)
     if box is None:
         return rows, cols
+    left, top, right, bottom = _box_limits(box, margin)
     bx1, by1, bx2, by2 = (float(v) for v in box)
-    mx, my = (bx2 - bx1) * margin, (by2 - by1) * margin
-    left, top = int(np.floor(bx1 - mx)), int(np.floor(by1 - my))
-    right, bottom = int(np.ceil(bx2 + mx)), int(np.ceil(by2 + my))
 
     def ramp(n: int, span: float, cut_low: bool, cut_high: bool) -> np.ndarray:
         centres = np.arange(n, dtype=np.float64) + 0.5

@@ -312,7 +312,7 @@ class DeviceFaceRenderer:
         for j, (k, (x0, y0, x1, y1)) in enumerate(zip(keep, boxes)):
             h, w = y1 - y0, x1 - x0
             rows, cols = box_fade((x0, y0, x1, y1), (height, width), items[k].task.box)
-            fade = self._upload(rows[:, None] * cols[None, :])
+            fade = self._upload(rows)[:, None] * self._upload(cols)[None, :]  # two small vectors
             a = (warped_alpha[j, 0, :h, :w] * fade)[..., None]
             face = warped[j, :, :h, :w].permute(1, 2, 0)
             roi = work[items[k].frame, y0:y1, x0:x1]
