@@ -22,10 +22,14 @@ What runs, in one process tree and one run:
   faces are really found and swapped (the SCRFD-sized stand-in fires on bright cells,
   not faces; its cost is measured in the ceiling table instead);
 * per clip and model set: the naive loop (``jobs.naive``), Recast with 1 actor using
-  every core, Recast with one actor per core; with the production set also a
+  every core, Recast with one actor per core; with the production set also Recast
+  one actor per core without the CPU Winograd rewrite (``recast_<N>_direct``, an
+  ablation: how much of the gain is the rewrite, how much the pipeline) and a
   swap + enhance row at 720p;
 * the ceiling: each stage's CPU-seconds per frame, models single-threaded, on a few
-  frames; machine limit = cores / total; efficiency = achieved / limit;
+  frames; machine limit = cores / total; efficiency = achieved / limit.  For the
+  production set also with ONNX Runtime's own convolutions, as the naive loop runs
+  the models (its efficiency is measured against that ceiling);
 * issue 5's scaling figure: a 4-chunk shot (both model sets) on 1 actor and on one
   actor per core, every actor reserving 1 CPU (``--no-scaling`` skips it);
 * optional: ``--memory`` (peak actor memory for a 60 s and a 5-minute shot) and
@@ -236,8 +240,9 @@ def recast_spec(
     chunk_seconds: float,
     enhance: bool,
     cache_dir: str,
+    winograd: bool = True,
 ) -> dict:
-    """The job spec of one Recast run."""
+    """The job spec of one Recast run (``winograd=False``: ONNX Runtime's own CPU convolutions)."""
     enc = _encode_settings()
     return {
         "job_id": "bench-" + _slug(label),
@@ -245,7 +250,7 @@ def recast_spec(
         "identities": {"hero": {"images": [source], "face_index": 0}},
         "selection": {"mode": "all", "source": "hero"},
         "faces": {"enhance": enhance},
-        "models": {"pack": pack, "cache_dir": cache_dir},
+        "models": {"pack": pack, "cache_dir": cache_dir, "execution": {"cpu_winograd": winograd}},
         "output": {
             "url": os.path.join(out_dir, "{shot}.mp4"),
             "codec": enc.codec,
@@ -312,8 +317,14 @@ def run_recast(spec_data: dict, *, local_ray: bool) -> dict:
 
 
 # ------------------------------------------------------------------------------------ ceiling
-def measure_ceiling(clip: str, pack: str, source: str, *, frames: int, enhance: bool, cache_dir: str) -> dict:
-    """CPU-seconds per frame of each stage, models on one intra-op thread, on ``frames`` frames."""
+def measure_ceiling(
+    clip: str, pack: str, source: str, *, frames: int, enhance: bool, cache_dir: str, winograd: bool = True
+) -> dict:
+    """CPU-seconds per frame of each stage, models on one intra-op thread, on ``frames`` frames.
+
+    ``winograd``: Recast's CPU sessions (large 3x3 convolutions as Winograd F(4x4, 3x3));
+    False: ONNX Runtime's direct convolutions, as the naive loop runs the models.
+    """
     import tempfile
 
     import av
@@ -331,7 +342,8 @@ def measure_ceiling(clip: str, pack: str, source: str, *, frames: int, enhance: 
     from pipeline.models.runner import ExecutionConfig
     from pipeline.probe import probe
 
-    models = load_face_models(load_pack(pack, cache_dir=cache_dir), ExecutionConfig(intra_op_threads=1))
+    execution = ExecutionConfig(intra_op_threads=1, cpu_winograd=winograd)
+    models = load_face_models(load_pack(pack, cache_dir=cache_dir), execution)
     identity = load_identity("hero", [source], models, face_index=0)
     analyzer = FaceAnalyzer(models, batch_size=1)
     renderer = FaceRenderer(models, {"hero": identity}, FaceConfig(enhance=enhance, batch_size=1))
@@ -396,6 +408,7 @@ def measure_ceiling(clip: str, pack: str, source: str, *, frames: int, enhance: 
     cores = os.cpu_count() or 1
     return {
         "frames": n,
+        "winograd": winograd,
         "faces_per_frame": faces_per_frame,
         "cpu_seconds_per_frame": {k: round(v, 5) for k, v in per_frame.items()},
         "total_cpu_seconds_per_frame": round(total, 5),
@@ -441,15 +454,24 @@ def compare(
     chunk_seconds: float,
     cache_dir: str,
     local_ray: bool,
+    direct_row: bool = False,
 ) -> dict:
-    """Naive loop, Recast 1 actor x all cores, Recast one actor per core, on one clip."""
+    """Naive loop, Recast 1 actor x all cores, Recast one actor per core, on one clip.
+
+    ``direct_row``: also Recast one actor per core with ONNX Runtime's own
+    convolutions (``recast_<N>_direct``), which says how much of the speed-up is
+    the Winograd rewrite and how much the pipeline.
+    """
     cores = settings.cores
     out_dir = os.path.join(os.path.abspath(settings.out), "runs", _slug(label))
     os.makedirs(out_dir, exist_ok=True)
     logger.info("[%s] naive loop", label)
     naive = run_naive(clip, out_dir, pack, source, enhance, cache_dir)
     runs: dict[str, dict] = {"naive": naive}
-    for name, actors, cpus in (("recast_1", 1, cores), (f"recast_{cores}", cores, 1)):
+    plan = [("recast_1", 1, cores, True), (f"recast_{cores}", cores, 1, True)]
+    if direct_row:
+        plan.append((f"recast_{cores}_direct", cores, 1, False))
+    for name, actors, cpus, winograd in plan:
         if name in runs:
             continue
         logger.info("[%s] %s: %d actor(s) x %d cpu", label, name, actors, cpus)
@@ -464,6 +486,7 @@ def compare(
             chunk_seconds=chunk_seconds,
             enhance=enhance,
             cache_dir=cache_dir,
+            winograd=winograd,
         )
         runs[name] = run_recast(spec, local_ray=local_ray)
     for run in runs.values():
@@ -592,6 +615,7 @@ def demo_scenario(settings: Settings, local_ray: bool) -> dict:
 
 # ------------------------------------------------------------------------------------ report
 def _verdict(value: float | None, target: float, *, at_most: bool = False) -> str:
+    """PASS / MISS against ``target``; n/a when not measured."""
     if value is None:
         return "n/a"
     ok = value <= target if at_most else value >= target
@@ -613,6 +637,16 @@ def targets(results: dict, cores: int) -> list[dict]:
                     "verdict": _verdict(many["speedup"], TARGETS["speedup_2_actors"]),
                 }
             )
+            direct = comp["runs"].get(f"recast_{cores}_direct")
+            if direct:
+                rows.append(
+                    {
+                        "what": f"{comp['label']}: (ablation) speed-up without the Winograd rewrite",
+                        "target": "-",
+                        "value": direct["speedup"],
+                        "verdict": "info",
+                    }
+                )
             rows.append(
                 {
                     "what": f"{comp['label']}: efficiency (fps / machine limit)",
@@ -677,7 +711,7 @@ def table(results: dict) -> str:
         ),
         "",
         (
-            f"{'case':<26} {'runner':<9} {'act':>3} {'chunks':>6} {'frames':>6} {'fps':>7} {'x naive':>7} "
+            f"{'case':<26} {'runner':<16} {'act':>3} {'chunks':>6} {'frames':>6} {'fps':>7} {'x naive':>7} "
             f"{'busy':>5} {'job_fps':>7} {'peak MB/actor':>15} {'merge MB/s':>10}"
         ),
     ]
@@ -685,20 +719,27 @@ def table(results: dict) -> str:
         for name, run in comp["runs"].items():
             peaks = ",".join(f"{p:.0f}" for p in run.get("peak_rss_mb") or []) or "-"
             lines.append(
-                f"{comp['label']:<26} {name:<9} {run['actors']:>3} {run.get('chunks', 1):>6} {run['frames']:>6} "
+                f"{comp['label']:<26} {name:<16} {run['actors']:>3} {run.get('chunks', 1):>6} {run['frames']:>6} "
                 f"{run['fps']:>7.2f} {_f(run.get('speedup')):>7} {run['model_busy_share']:>5.2f} "
                 f"{_f(run.get('job_fps')):>7} {peaks:>15} {_f(run.get('merge_mb_per_s'), '{:.0f}'):>10}"
             )
     lines += ["", "seconds per stage (Recast: actor-seconds summed over chunks; decode counts both passes)"]
-    lines.append(f"{'case':<26} {'runner':<9} " + " ".join(f"{c:>12}" for c in STAGE_COLUMNS))
+    lines.append(f"{'case':<26} {'runner':<16} " + " ".join(f"{c:>12}" for c in STAGE_COLUMNS))
     for comp in results["comparisons"]:
         for name, run in comp["runs"].items():
             st = run["stage_seconds"]
             lines.append(
-                f"{comp['label']:<26} {name:<9} "
+                f"{comp['label']:<26} {name:<16} "
                 + " ".join(f"{st[c]:>12.2f}" if c in st else f"{'-':>12}" for c in STAGE_COLUMNS)
             )
-    lines += ["", "ceiling: CPU-seconds per frame, models on 1 intra-op thread; limit = cores / total"]
+    lines += [
+        "",
+        "ceiling: CPU-seconds per frame, models on 1 intra-op thread; limit = cores / total",
+        (
+            "(Recast's CPU sessions run large 3x3 convolutions as Winograd F(4x4,3x3); 'direct' = ONNX Runtime's"
+            " own convolutions, as the naive loop runs them)"
+        ),
+    ]
     for comp in results["comparisons"]:
         c = comp.get("ceiling")
         if not c:
@@ -710,6 +751,14 @@ def table(results: dict) -> str:
             f"naive efficiency={_f(c.get('naive_efficiency'))}  "
             f"speed-up bound (limit / naive fps)={_f(c.get('max_speedup_over_naive'))}"
         )
+        d = c.get("direct")
+        if d:
+            per = " ".join(f"{k}={v:.3f}" for k, v in d["cpu_seconds_per_frame"].items())
+            lines.append(
+                f"{'  direct':<26} {per}  total={d['total_cpu_seconds_per_frame']:.3f}  "
+                f"limit={d['limit_fps']:.2f} fps  achieved={_f(d.get('achieved_fps'))} ({cores} actors, direct)  "
+                f"efficiency={_f(d.get('efficiency'))}"
+            )
     if results.get("scrfd_cpu_seconds_per_frame") is not None:
         lines.append(
             f"(SCRFD-sized stand-in detector, not used for detection: {results['scrfd_cpu_seconds_per_frame']:.3f} CPU-s/frame)"
@@ -818,6 +867,17 @@ def run_benchmark(settings: Settings) -> dict:
         ceilings[key] = measure_ceiling(
             clip, pack, source, frames=settings.ceiling_frames, enhance=enhance, cache_dir=cache_dir
         )
+        if set_name == "production":
+            # What the naive loop's models cost: ONNX Runtime's own convolutions.
+            ceilings[key]["direct"] = measure_ceiling(
+                clip,
+                pack,
+                source,
+                frames=settings.ceiling_frames,
+                enhance=enhance,
+                cache_dir=cache_dir,
+                winograd=False,
+            )
     if not settings.tiny and settings.compare:
         results["scrfd_cpu_seconds_per_frame"] = scrfd_cost(
             cache_dir, out, make_clip(clips, settings.sizes[0], settings.production_seconds, settings.fps)
@@ -849,6 +909,7 @@ def run_benchmark(settings: Settings) -> dict:
                 chunk_seconds=chunk,
                 cache_dir=cache_dir,
                 local_ray=local_ray,
+                direct_row=set_name == "production" and not enhance,
             )
             comp["set"] = set_name
             comp["seconds"] = seconds
@@ -906,10 +967,17 @@ def derive(results: dict) -> dict:
         naive_fps = comp["runs"]["naive"]["fps"]
         ceiling["achieved_fps"] = achieved
         ceiling["efficiency"] = achieved / limit if limit else None
-        ceiling["naive_efficiency"] = naive_fps / limit if limit else None
+        # The naive loop runs the models with direct convolutions: its own ceiling when measured.
+        direct = ceiling.get("direct")
+        naive_limit = direct["limit_fps"] if direct else limit
+        ceiling["naive_efficiency"] = naive_fps / naive_limit if naive_limit else None
         # No runner can beat the machine limit, so the speed-up over the naive loop is
-        # bounded by how far the naive loop already is from it.
+        # bounded by how far the naive loop is from Recast's limit.
         ceiling["max_speedup_over_naive"] = limit / naive_fps if naive_fps else None
+        direct_run = comp["runs"].get(f"recast_{cores}_direct")
+        if direct and direct_run:
+            direct["achieved_fps"] = direct_run["fps"]
+            direct["efficiency"] = direct_run["fps"] / direct["limit_fps"] if direct["limit_fps"] else None
     results["targets"] = targets(results, cores)
     return results
 

@@ -5,7 +5,8 @@ One frame at a time, one stage after another, in one process::
     decode frame -> detect -> recognise every face -> swap -> paste back (-> enhance) -> encode frame
 
 Same model pack and role classes as Recast (``pipeline.models``, ``pipeline.faces``),
-ONNX Runtime using every core for each model call (its default), the same encoder
+ONNX Runtime as those tools run it: every core for each model call and its own
+direct convolutions (no Winograd rewrite, ``cpu_winograd=False``), the same encoder
 settings as the Recast run it is compared with.  Nothing overlaps: while a model runs,
 nothing is decoded or encoded.  Ray-free.
 
@@ -80,7 +81,8 @@ def naive_render(
     from pipeline.models.pack import load_pack
 
     started = time.perf_counter()
-    models = load_face_models(load_pack(pack_url, cache_dir=pack_cache_dir), execution or ExecutionConfig())
+    execution = execution or ExecutionConfig(cpu_winograd=False)
+    models = load_face_models(load_pack(pack_url, cache_dir=pack_cache_dir), execution)
     identity = load_identity("hero", [source_image], models, face_index=face_index)
     # batch_size=1: one frame, one face at a time, like the tools this stands for.
     analyzer = FaceAnalyzer(models, batch_size=1)

@@ -45,7 +45,8 @@ class FaceModels:
     occluder: Any | None
     pack: ModelPack
     providers: dict[str, list[str]] = field(default_factory=dict)
-    """role -> providers its session really runs on (``get_providers()``)."""
+    """role -> providers its session really runs on (``get_providers()``), then any graph
+    rewrites made for that session (e.g. ``"winograd F(4x4,3x3) on 9 conv(s)"``)."""
     warnings: list[str] = field(default_factory=list)
     """Fallbacks and install problems, for job stats."""
     lora_slots: LoraSlots | None = None
@@ -99,7 +100,7 @@ def load_face_models(pack: ModelPack, execution: ExecutionConfig) -> FaceModels:
             else None
         )
         if runner is not None:
-            providers[entry.role] = list(runner.providers)
+            providers[entry.role] = [*runner.providers, *getattr(runner, "rewrites", [])]
             warnings.extend(w for w in runner.warnings if w not in warnings)
         built[entry.role] = role_class(entry.kind)(runner, entry)
     for role in ("detector", "recognizer", "swapper"):

@@ -53,7 +53,9 @@ def test_every_runner_renders_every_frame(bench: tuple[dict, str]) -> None:
     assert sets == {"default", "production"}
     for comp in results["comparisons"]:
         runs = comp["runs"]
-        assert set(runs) == {"naive", "recast_1", f"recast_{cores}"}
+        # production set: also Recast without the Winograd rewrite (ablation)
+        extra = {f"recast_{cores}_direct"} if comp["set"] == "production" else set()
+        assert set(runs) == {"naive", "recast_1", f"recast_{cores}"} | extra
         frames = {run["frames"] for run in runs.values()}
         assert len(frames) == 1 and frames.pop() == 48  # 2 s at 24 fps, every frame out
         for name, run in runs.items():
@@ -65,7 +67,7 @@ def test_every_runner_renders_every_frame(bench: tuple[dict, str]) -> None:
             assert 0 < run["model_busy_share"] <= 1.5
             assert run["speedup"] == pytest.approx(run["fps"] / runs["naive"]["fps"])
         assert runs["recast_1"]["actors"] == 1 and runs[f"recast_{cores}"]["actors"] == cores
-        for name in ("recast_1", f"recast_{cores}"):
+        for name in ("recast_1", f"recast_{cores}", *extra):
             run = runs[name]
             assert {"upload", "merge"} <= set(run["stage_seconds"])
             assert run["chunks"] == 2
@@ -91,11 +93,24 @@ def test_ceiling_and_targets(bench: tuple[dict, str]) -> None:
         )
         assert ceiling["efficiency"] == pytest.approx(ceiling["achieved_fps"] / ceiling["limit_fps"])
         assert ceiling["faces_per_frame"] >= 1
+        assert ceiling["winograd"] is True
+        if comp["set"] == "production":
+            # the naive loop's models (direct convolutions) get their own ceiling
+            direct = ceiling["direct"]
+            assert direct["winograd"] is False and direct["frames"] == ceiling["frames"]
+            assert ceiling["naive_efficiency"] == pytest.approx(
+                comp["runs"]["naive"]["fps"] / direct["limit_fps"]
+            )
+            assert (
+                direct["achieved_fps"] == comp["runs"][f"recast_{results['machine']['cores']}_direct"]["fps"]
+            )
     verdicts = {row["what"]: row for row in results["targets"]}
     assert any("speed-up" in w for w in verdicts) and any("efficiency" in w for w in verdicts)
     assert any("busy share" in w for w in verdicts)
+    ablation = [row for row in results["targets"] if "ablation" in row["what"]]
+    assert len(ablation) == 1 and ablation[0]["verdict"] == "info" and ablation[0]["value"] > 0
     for row in results["targets"]:
-        assert row["verdict"] in ("PASS", "MISS")
+        assert row["verdict"] in ("PASS", "MISS") or row in ablation
         assert row["what"] in text
     assert "load average" in results["machine"]["load_before"]
 
