@@ -221,7 +221,15 @@ class OrtRunner:
             model, self.rewrites = _winograd_model(path)
             if self.rewrites:
                 _release_freed_heap()  # the parsed model just freed: before ONNX Runtime parses its copy
-        self.session = self._create_session(ort, path, model, options, wanted, config)
+        try:
+            self.session = self._create_session(ort, path, model, options, wanted, config)
+        except ModelPackError as exc:
+            if not self.rewrites:
+                raise
+            # A speed-up must never stop a job: run the file as it is.
+            log.warning("%s: the Winograd-rewritten graph did not load (%s); running the original", path, exc)
+            self.rewrites = []
+            self.session = self._create_session(ort, path, path, options, wanted, config)
         if self.rewrites:
             del model
             _release_freed_heap()

@@ -47,6 +47,8 @@ TILE = 4
 """Output tile side (F(4x4, 3x3)): 6x6 input tiles."""
 MIN_CHANNELS = 256
 """Default: rewrite a 3x3 convolution only with at least this many input and output channels."""
+MIN_OPSET = 11
+"""The rewritten graph's Pad and Slice take their pads and starts as inputs (opset 11 on)."""
 MIN_SIDE = 16
 """Rewrite only outputs at least this many pixels high and wide (4 tiles a side)."""
 
@@ -142,7 +144,14 @@ def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
 
 
 def find_sites(model: onnx.ModelProto, *, min_channels: int = MIN_CHANNELS) -> list[ConvSite]:
-    """The top-level ``Conv`` nodes of ``model`` that the rewrite applies to (see the module doc)."""
+    """The top-level ``Conv`` nodes of ``model`` that the rewrite applies to (see the module doc).
+
+    None in graphs of the default domain's opset below ``MIN_OPSET``: the new
+    nodes use ``Pad`` and ``Slice`` with their pads and starts as inputs.
+    """
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < MIN_OPSET:
+        return []
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
     graph_inputs = {i.name for i in graph.input}

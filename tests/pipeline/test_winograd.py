@@ -171,3 +171,29 @@ def test_cpu_runner_leaves_models_without_large_convolutions_as_they_are(tmp_pat
     onnx.save(_conv_model(16, 16, 32, 32), path)
     runner = OrtRunner(str(path), ExecutionConfig(providers=(CPU,)))
     assert runner.rewrites == []
+
+
+def test_graphs_below_opset_11_are_left_alone(tmp_path: Path):
+    model = _conv_model(256, 256, 16, 16)
+    model.opset_import[0].version = 10  # Pad/Slice took attributes then: the rewrite's nodes would not load
+    assert find_sites(model) == []
+    path = tmp_path / "old.onnx"
+    onnx.save(model, path)
+    assert OrtRunner(str(path), ExecutionConfig(providers=(CPU,))).rewrites == []
+
+
+def test_a_rewritten_graph_that_does_not_load_falls_back_to_the_file(tmp_path: Path, monkeypatch, caplog):
+    import pipeline.models.runner as runner_module
+
+    path = tmp_path / "wide.onnx"
+    onnx.save(_conv_model(256, 256, 16, 16, seed=6), path)
+    monkeypatch.setattr(
+        runner_module, "_winograd_model", lambda p: (b"not an onnx graph", ["winograd (broken)"])
+    )
+    with caplog.at_level("WARNING"):
+        runner = OrtRunner(str(path), ExecutionConfig(providers=(CPU,)))
+    assert runner.rewrites == []
+    assert "running the original" in caplog.text
+    x = np.random.default_rng(7).random((1, 256, 16, 16), dtype=np.float32)
+    want = _run(onnx.load(str(path)), x)
+    _assert_close(runner.run({"x": x})[0], want)
