@@ -130,10 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     shot = summary.shots[0]
     png = os.path.join(out_dir, f"{SHOT}_before_after.png")
     before_after(plate, shot.output_url, png, frame_index=shot.frames // 2)
-    print(
-        f"demo: {shot.output_url}\ndemo: {png}\ndemo: {shot.frames} frames at {shot.fps:.1f} fps with "
-        f"{summary.actors} actor(s); first chunk after {data.get('submit_to_first_chunk_seconds')}s"
-    )
+    if shot.chunks_rendered == 0:
+        # A re-run over a finished demo: nothing was rendered, so there is no speed to report.
+        done = f"{shot.frames} frames, all kept from the previous run (delete {out_dir} to render again)"
+    else:
+        first = data.get("submit_to_first_chunk_seconds")
+        done = (
+            f"{shot.frames} frames at {shot.fps:.1f} fps with {summary.actors} actor(s); "
+            f"first chunk after {'-' if first is None else f'{first}s'}"
+        )
+    print(f"demo: {shot.output_url}\ndemo: {png}\ndemo: {done}")
     return 0
 
 

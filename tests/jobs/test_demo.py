@@ -13,19 +13,24 @@ from pipeline.probe import probe
 from tests.raytools import local_ray
 
 
-def test_demo_writes_its_outputs(tmp_path) -> None:
+def test_demo_writes_its_outputs(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
+    args = ["--out", str(out), "--seconds", "2", "--width", "160", "--height", "120"]
     with local_ray(num_cpus=2):
-        code = demo.main(["--out", str(out), "--seconds", "2", "--width", "160", "--height", "120"])
-    assert code == 0
-    shot = out / "astronaut.mp4"
-    assert probe(str(shot)).frame_count == probe(str(out / "plates" / "astronaut.mp4")).frame_count == 48
-    picture = cv2.imread(str(out / "astronaut_before_after.png"))
-    assert picture.shape == (120, 320, 3)
-    # Left (before) and right (after) differ: the face was replaced.
-    assert abs(picture[:, :160].astype(int) - picture[:, 160:].astype(int)).mean() > 2.0
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["ok"] and summary["shots"][0]["faces_swapped"] == 48
-    assert summary["submit_to_first_chunk_seconds"] > 0
-    spec = yaml.safe_load((out / "job.yaml").read_text())
-    assert spec["models"]["pack"] == "builtin:default" and os.path.isabs(spec["shots"][0]["url"])
+        assert demo.main(args) == 0
+        assert "48 frames at" in capsys.readouterr().out
+        shot = out / "astronaut.mp4"
+        assert probe(str(shot)).frame_count == probe(str(out / "plates" / "astronaut.mp4")).frame_count == 48
+        picture = cv2.imread(str(out / "astronaut_before_after.png"))
+        assert picture.shape == (120, 320, 3)
+        # Left (before) and right (after) differ: the face was replaced.
+        assert abs(picture[:, :160].astype(int) - picture[:, 160:].astype(int)).mean() > 2.0
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["ok"] and summary["shots"][0]["faces_swapped"] == 48
+        assert summary["submit_to_first_chunk_seconds"] > 0
+        spec = yaml.safe_load((out / "job.yaml").read_text())
+        assert spec["models"]["pack"] == "builtin:default" and os.path.isabs(spec["shots"][0]["url"])
+        # Run again: the finished shot is kept, and the demo says so instead of a speed.
+        assert demo.main(args) == 0
+        assert "48 frames, all kept from the previous run" in capsys.readouterr().out
+        assert probe(str(shot)).frame_count == 48
