@@ -44,6 +44,7 @@ every figure names the clip length it used.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -867,20 +868,19 @@ def run_benchmark(settings: Settings) -> dict:
         clip = make_clip(clips, size, seconds, settings.fps)
         key = (set_name, size, enhance)
         logger.info("ceiling %s %s enhance=%s", set_name, size, enhance)
-        ceilings[key] = measure_ceiling(
-            clip, pack, source, frames=settings.ceiling_frames, enhance=enhance, cache_dir=cache_dir
+        measure = functools.partial(
+            measure_ceiling,
+            clip,
+            pack,
+            source,
+            frames=settings.ceiling_frames,
+            enhance=enhance,
+            cache_dir=cache_dir,
         )
+        ceilings[key] = measure()
         if set_name == "production":
             # What the naive loop's models cost: ONNX Runtime's own convolutions.
-            ceilings[key]["direct"] = measure_ceiling(
-                clip,
-                pack,
-                source,
-                frames=settings.ceiling_frames,
-                enhance=enhance,
-                cache_dir=cache_dir,
-                winograd=False,
-            )
+            ceilings[key]["direct"] = measure(winograd=False)
     if not settings.tiny and settings.compare:
         results["scrfd_cpu_seconds_per_frame"] = scrfd_cost(
             cache_dir, out, make_clip(clips, settings.sizes[0], settings.production_seconds, settings.fps)

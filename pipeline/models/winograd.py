@@ -291,7 +291,8 @@ def rewrite_winograd(model: onnx.ModelProto, *, min_channels: int = MIN_CHANNELS
     for index, node in enumerate(graph.node):
         kept_nodes.extend(replaced.get(index, [node]))
     used = {name for node in kept_nodes for name in node.input} | {o.name for o in graph.output}
-    kept_inits = [i for i in graph.initializer if i.name in used or i.name not in {s.weight for s in sites}]
+    rewritten = {site.weight for site in sites}
+    kept_inits = [i for i in graph.initializer if i.name in used or i.name not in rewritten]
     del graph.node[:]
     graph.node.extend(kept_nodes)
     del graph.initializer[:]
