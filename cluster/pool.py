@@ -130,27 +130,11 @@ def actor_execution_threads(plan: PoolPlan) -> int:
     return max(1, round(plan.num_cpus))
 
 
-def start_actor(config: RenderConfig, plan: PoolPlan, label: str) -> Any:
+def start_actor(config: RenderConfig, plan: PoolPlan, label: str, actor_class: Any = RenderActor) -> Any:
     """Ask for one render actor; it is placed whenever the cluster has room.  Set-up runs asynchronously."""
-    return RenderActor.options(**plan.options(), name=None, runtime_env={"env_vars": actor_env()}).remote(
+    return actor_class.options(**plan.options(), name=None, runtime_env={"env_vars": actor_env()}).remote(
         config, label
     )
-
-
-def start_actors(config: RenderConfig, plan: PoolPlan, *, first_label: int = 0) -> list[tuple[str, Any]]:
-    """Start ``plan.actors`` render actors; returns (label, handle) pairs.  Set-up runs asynchronously."""
-    handles = [
-        (f"actor-{i}", start_actor(config, plan, f"actor-{i}"))
-        for i in range(first_label, first_label + plan.actors)
-    ]
-    logger.info(
-        "started %d render actor(s): %s",
-        plan.actors,
-        " ".join(
-            f"{k}={v:g}" if isinstance(v, float | int) else f"{k}={v}" for k, v in plan.options().items()
-        ),
-    )
-    return handles
 
 
 def _describe(worker: RenderWorker) -> dict[str, Any]:
@@ -198,6 +182,86 @@ def wait_first_ready(refs: Mapping[str, Any], timeout: float | None = None) -> d
         assert first_error is not None
         raise first_error
     return infos
+
+
+class ActorPool:
+    """The job's render actors: started from one plan, replaced when lost, killed at the end.
+
+    ``actor_class`` is the Ray actor class (``RenderActor``; a stand-in with the
+    same methods in the driver's scale benchmark).
+    """
+
+    def __init__(self, config: RenderConfig, plan: PoolPlan, actor_class: Any = RenderActor) -> None:
+        self.config = config
+        self.plan = plan
+        self.actor_class = actor_class
+        self.actors: list[tuple[str, Any]] = []
+        """Every actor asked for, ready or not (all are killed at the end)."""
+        self._next_label = 0
+        for _ in range(plan.actors):
+            self.start("")
+        logger.info(
+            "started %d render actor(s): %s",
+            plan.actors,
+            " ".join(
+                f"{k}={v:g}" if isinstance(v, float | int) else f"{k}={v}" for k, v in plan.options().items()
+            ),
+        )
+
+    def start(self, replacing: str) -> tuple[str, Any]:
+        """Ask for one more actor (``replacing``: the label of a dead one, or "" for growth)."""
+        label = f"actor-{self._next_label}"
+        self._next_label += 1
+        handle = start_actor(self.config, self.plan, label, self.actor_class)
+        if replacing:
+            logger.warning("replacing %s with %s", replacing, label)
+        self.actors.append((label, handle))
+        return label, handle
+
+    def warm(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Wait for the first actor's set-up; (infos of the actors ready by then, ready refs of the others).
+
+        A set-up error (pack, source face) is raised by name.  The others may
+        wait for nodes; the Dispatcher admits them as they come up.
+        """
+        refs = {label: ready_ref(handle) for label, handle in self.actors}
+        infos = wait_first_ready(refs)
+        ready = [(label, handle) for label, handle in self.actors if label in infos]
+        self.actors = ready + [a for a in self.actors if a[0] not in infos]  # a ready one first
+        starting = {label: ref for label, ref in refs.items() if label not in infos}
+        return list(infos.values()), starting
+
+    @property
+    def first(self) -> Any:
+        """A ready actor (after :meth:`warm`), for the job's one-off calls."""
+        return self.actors[0][1]
+
+    def kill_all(self) -> None:
+        kill_actors(self.actors)
+
+
+def shared_storage_warnings(work_url: str, shot_urls: list[str]) -> list[str]:
+    """Local paths only work on a multi-node cluster if they are a shared filesystem: say so."""
+    from pipeline import storage
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if len(nodes) < 2:
+        return []
+    warnings = []
+    local = [url for url in shot_urls if storage.is_local(url)]
+    if local:
+        warnings.append(
+            f"{len(nodes)} nodes but {len(local)} shot(s) on local paths (e.g. {local[0]}): "
+            "every node must see them (shared filesystem), or use s3:// / gs:// URLs"
+        )
+    if storage.is_local(work_url):
+        warnings.append(
+            f"{len(nodes)} nodes but the work area {work_url} is a local path: actors on other nodes "
+            "write segments there, so it must be a shared filesystem (or set output.work_url to s3:// / gs://)"
+        )
+    for warning in warnings:
+        logger.warning("%s", warning)
+    return warnings
 
 
 def kill_actors(handles: list[tuple[str, Any]]) -> None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
@@ -43,6 +42,7 @@ from pipeline.encode import EncodeSettings
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.models.runner import ExecutionConfig
+from pipeline.provenance.config import SignerConfig, WatermarkConfig
 from pipeline.tracking import TrackingConfig
 
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv")
@@ -181,20 +181,10 @@ class ResourcesSpec(Frozen):
         return custom
 
 
-class SignerSpec(Frozen):
-    """The studio's C2PA signing key and certificate chain (URLs or paths; never inline PEM)."""
-
-    certificate_chain_url: str
-    private_key_url: str
-    algorithm: Literal["es256", "es384", "es512", "ps256", "ps384", "ps512", "ed25519"] = "es256"
-    timestamp_url: str | None = None
-
-
-class WatermarkSpec(Frozen):
+class WatermarkSpec(WatermarkConfig):
     """Invisible watermark of the job id in the replaced faces (see ``pipeline.provenance.watermark``)."""
 
     enabled: bool = False
-    key: str = "recast"
     step: float = Field(default=32.0, gt=0.0)
 
 
@@ -208,7 +198,7 @@ class ProvenanceSpec(Frozen):
 
     policy_url: str | None = None
     project: str | None = None
-    signer: SignerSpec | None = None
+    signer: SignerConfig | None = None
     watermark: WatermarkSpec = WatermarkSpec()
     review_label: bool = False
     audit: bool = True
@@ -288,15 +278,6 @@ class _FieldError(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class ShotRef:
-    """A concrete shot of a job after pattern expansion."""
-
-    name: str
-    url: str
-    output_url: str
-
-
 def dotted(loc: tuple[int | str, ...]) -> str:
     """``('shots', 1, 'url')`` -> ``shots[1].url``."""
     out = ""
@@ -313,7 +294,9 @@ def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
     if not isinstance(data, Mapping):
         raise SpecError("spec", f"must be a mapping of fields, got {type(data).__name__}")
     if base_dir is not None:
-        data = _resolve_paths(dict(data), base_dir)
+        from cluster.spec_paths import resolve_paths
+
+        data = resolve_paths(dict(data), base_dir)
     try:
         return JobSpec.model_validate(data)
     except ValidationError as exc:
@@ -346,139 +329,3 @@ def load_spec(path_or_url: str) -> JobSpec:
         else None
     )
     return parse_spec(data, base_dir=base_dir)
-
-
-def _is_relative_path(value: Any) -> bool:
-    return (
-        isinstance(value, str)
-        and "://" not in value
-        and ":" not in value.split("/", 1)[0]
-        and not os.path.isabs(value)
-    )
-
-
-def _abs(value: Any, base_dir: str) -> Any:
-    return os.path.normpath(os.path.join(base_dir, value)) if _is_relative_path(value) else value
-
-
-def _resolve_paths(data: dict[str, Any], base_dir: str) -> dict[str, Any]:
-    """Make relative local paths absolute, leaving anything malformed for validation to report."""
-    shots = data.get("shots")
-    if isinstance(shots, list):
-        data["shots"] = [
-            {**s, **{k: _abs(s[k], base_dir) for k in ("url", "pattern") if k in s}}
-            if isinstance(s, dict)
-            else s
-            for s in shots
-        ]
-    identities = data.get("identities")
-    if isinstance(identities, dict):
-        resolved = {}
-        for name, ident in identities.items():
-            if isinstance(ident, dict):
-                ident = dict(ident)
-                if isinstance(ident.get("images"), list):
-                    ident["images"] = [_abs(u, base_dir) for u in ident["images"]]
-                if isinstance(ident.get("adapter"), dict) and "url" in ident["adapter"]:
-                    ident["adapter"] = {**ident["adapter"], "url": _abs(ident["adapter"]["url"], base_dir)}
-            resolved[name] = ident
-        data["identities"] = resolved
-    if isinstance(data.get("shots"), list):
-        data["shots"] = [
-            {**s, "output": _abs(s["output"], base_dir)} if isinstance(s, dict) and "output" in s else s
-            for s in data["shots"]
-        ]
-    output = data.get("output")
-    if isinstance(output, dict):
-        data["output"] = {
-            **output,
-            **{k: _abs(output[k], base_dir) for k in ("url", "work_url") if k in output},
-        }
-    provenance = data.get("provenance")
-    if isinstance(provenance, dict):
-        provenance = dict(provenance)
-        if "policy_url" in provenance:
-            provenance["policy_url"] = _abs(provenance["policy_url"], base_dir)
-        signer = provenance.get("signer")
-        if isinstance(signer, dict):
-            provenance["signer"] = {
-                **signer,
-                **{
-                    k: _abs(signer[k], base_dir)
-                    for k in ("certificate_chain_url", "private_key_url")
-                    if k in signer
-                },
-            }
-        data["provenance"] = provenance
-    models = data.get("models")
-    if isinstance(models, dict) and "pack" in models and not str(models["pack"]).startswith("builtin:"):
-        data["models"] = {**models, "pack": _abs(models["pack"], base_dir)}
-    return data
-
-
-def _shot_name(url: str) -> str:
-    base = url.rstrip("/").rsplit("/", 1)[-1]
-    stem = base.rsplit(".", 1)[0] if "." in base else base
-    return re.sub(r"[^A-Za-z0-9._-]", "_", stem) or "shot"
-
-
-def expand_shots(spec: JobSpec) -> list[ShotRef]:
-    """Concrete shots of the job: patterns expanded (sorted), names unique, output URLs filled in."""
-    pairs: list[tuple[str, str, str | None]] = []
-    for i, shot in enumerate(spec.shots):
-        if shot.url is not None:
-            pairs.append((shot.name or _shot_name(shot.url), shot.url, shot.output))
-            continue
-        assert shot.pattern is not None
-        matches = _glob(shot.pattern, f"shots[{i}].pattern")
-        if not matches:
-            raise SpecError(f"shots[{i}].pattern", f"{shot.pattern} matches no files")
-        pairs.extend((_shot_name(url), url, None) for url in matches)
-    names = [name for name, _, _ in pairs]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise SpecError("shots", f"duplicate shot name(s) {duplicates}; give each shot a distinct 'name'")
-    templated = [p for p in pairs if p[2] is None]
-    if len(templated) > 1 and "{shot}" not in spec.output.url:
-        raise SpecError("output.url", "needs a {shot} placeholder when the job has several shots")
-    refs = [ShotRef(name, url, output or output_url_for(spec, name)) for name, url, output in pairs]
-    outputs = [r.output_url for r in refs]
-    clashes = sorted({o for o in outputs if outputs.count(o) > 1})
-    if clashes:
-        raise SpecError("output.url", f"several shots would write {clashes[0]}")
-    return refs
-
-
-def output_url_for(spec: JobSpec, shot_name: str) -> str:
-    return spec.output.url.replace("{shot}", shot_name).replace("{job_id}", spec.job_id)
-
-
-def output_prefix_for(spec: JobSpec) -> str:
-    """The fixed folder of ``output.url`` (everything before the first placeholder's folder)."""
-    template = spec.output.url.replace("{job_id}", spec.job_id)
-    head = template.split("{", 1)[0]
-    return head.rsplit("/", 1)[0] if "/" in head else "."
-
-
-def work_url_for(spec: JobSpec, shots: list[ShotRef]) -> str:
-    """Where segments and the summary of the job go."""
-    if spec.output.work_url is not None:
-        return storage.join(spec.output.work_url.replace("{job_id}", spec.job_id))
-    first = shots[0].output_url
-    parent = first.rsplit("/", 1)[0] if "/" in first else "."
-    return storage.join(parent, ".recast-work", spec.job_id)
-
-
-def _glob(pattern: str, field: str) -> list[str]:
-    try:
-        if storage.is_local(pattern):
-            import glob
-
-            return sorted(glob.glob(storage.local_path(pattern)))
-        fs, path = storage.filesystem(pattern)
-        protocol = pattern.split("://", 1)[0]
-        return sorted(f"{protocol}://{p}" for p in fs.glob(path))
-    except SpecError:
-        raise
-    except Exception as exc:
-        raise SpecError(field, f"cannot expand {pattern}: {exc}") from exc

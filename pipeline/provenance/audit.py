@@ -22,12 +22,12 @@ from pydantic import Field
 from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import StorageError
+from pipeline.hashing import sha256_url
 from pipeline.provenance.redact import redact
 
 log = logging.getLogger(__name__)
 
 AUDIT_DIR = "audit"
-_HASH_CHUNK = 4 * 1024 * 1024
 
 
 class FileDigest(Frozen):
@@ -82,15 +82,6 @@ def spec_sha256(spec: Any) -> str:
         spec = spec.model_dump(mode="json")
     canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def sha256_url(url: str) -> str:
-    """sha256 of the content at ``url``, streamed."""
-    digest = hashlib.sha256()
-    with storage.open_read(url) as fh:
-        while chunk := fh.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def file_digest(url: str) -> FileDigest:

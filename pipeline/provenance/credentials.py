@@ -31,6 +31,7 @@ from pydantic import Field
 from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import MediaError, SpecError
+from pipeline.provenance.config import SignerConfig
 from pipeline.provenance.redact import redact
 
 log = logging.getLogger(__name__)
@@ -50,18 +51,6 @@ _ALGORITHMS = {
     "ps512": c2pa.C2paSigningAlg.PS512,
     "ed25519": c2pa.C2paSigningAlg.ED25519,
 }
-
-
-class SignerConfig(Frozen):
-    """Where the studio's signing key and certificate chain live (URLs or paths)."""
-
-    certificate_chain_url: str
-    """PEM: the signing certificate first, then intermediates (not the root)."""
-    private_key_url: str
-    """PEM private key (PKCS#8) matching the signing certificate."""
-    algorithm: Literal["es256", "es384", "es512", "ps256", "ps384", "ps512", "ed25519"] = "es256"
-    timestamp_url: str | None = None
-    """RFC 3161 time-stamp authority; None signs without a time stamp (no network)."""
 
 
 class ManifestInfo(Frozen):

@@ -32,6 +32,7 @@ import numpy as np
 from scipy.fft import dctn, idctn
 
 from pipeline.configbase import Frozen
+from pipeline.provenance.config import WatermarkConfig
 
 BLOCK = 8
 PAYLOAD_BITS = 32
@@ -46,20 +47,6 @@ _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
 _ROWS = np.array([c[0] for c in COEFFS])
 _COLS = np.array([c[1] for c in COEFFS])
-
-
-class WatermarkConfig(Frozen):
-    """Strength and key of the mark; the detector must use the same values."""
-
-    key: str = "recast"
-    """Secret that scrambles bit positions and dither; studios should set their own."""
-    step: float = 32.0
-    """QIM step in 8-bit luma DCT units: larger survives stronger compression but shows
-    more (32: about 38.5 dB PSNR in the face region; 40: 36.6 dB)."""
-    min_z: float = 1.5
-    """Detection threshold on the mean |z| of the 56 bit votes (about 0.8 on unmarked content)."""
-    min_strength: float = 0.0
-    """Optional threshold on the mean vote strength (0 = random, 1 = perfect)."""
 
 
 def job_payload(job_id: str) -> int:

@@ -128,7 +128,7 @@ def test_bad_source_face_is_named(ray_cpus2, media, tmp_path) -> None:
 
 def test_cpu_actors_use_the_cores_they_reserve(media, tmp_path) -> None:
     """CPU actors get intra-op and codec threads equal to their CPU reservation; GPU actors keep the defaults."""
-    from cluster.driver import render_config
+    from cluster.actor_config import render_config
     from cluster.pool import PoolPlan
 
     spec = parse_spec(job(media, str(tmp_path)))

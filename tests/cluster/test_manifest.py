@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cluster.driver import analysis_key, render_key, run_job, shot_spec_key
+from cluster.driver import run_job
+from cluster.keys import JobKeys
 from cluster.manifest import JobManifest, RenderRecord, digest, faces_from_npz, faces_to_npz, tasks_digest
-from cluster.spec import ShotRef, parse_spec
+from cluster.shots import ShotRef
+from cluster.spec import parse_spec
 from jobs.democlip import make_face_clip
 from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.encode import EncoderChoice
@@ -116,21 +118,30 @@ def test_keys_change_with_exactly_what_they_depend_on(tmp_path) -> None:
     enc = EncoderChoice(name="libx264", pix_fmt="yuv420p", options={}, hardware=False, container="mp4")
     tasks: list = [[] for _ in range(24)]
 
+    def keys(job, pack: str = "pack1", idents: str = "ids") -> JobKeys:
+        return JobKeys(job, pack, idents)
+
     # Analyses depend on the source and the models only.
-    assert analysis_key(spec, fp, chunk, "pack1") == analysis_key(enhanced, fp, chunk, "pack1")
-    assert analysis_key(spec, fp, chunk, "pack1") == analysis_key(retracked, fp, chunk, "pack1")
-    assert analysis_key(spec, fp, chunk, "pack1") != analysis_key(spec, fp, chunk, "pack2")
-    assert analysis_key(spec, fp, chunk, "pack1") != analysis_key(spec, {**fp, "size": 11}, chunk, "pack1")
+    analysis = keys(spec).analysis(fp, chunk)
+    assert analysis == keys(enhanced).analysis(fp, chunk)
+    assert analysis == keys(retracked).analysis(fp, chunk)
+    assert analysis != keys(spec, "pack2").analysis(fp, chunk)
+    assert analysis != keys(spec).analysis({**fp, "size": 11}, chunk)
+    # Tracking on the analysis, the tracking settings and the state coming in.
+    track = keys(spec).track(analysis, None)
+    assert track != keys(retracked).track(analysis, None)
+    assert track != keys(spec).track(analysis, {"next_id": 3})
+    assert track == keys(enhanced).track(analysis, None)
     # Renders also on render settings, identities, encoder and the chunk's tasks.
-    key = render_key(spec, fp, chunk, "pack1", "ids", enc, tasks)
-    assert key != render_key(enhanced, fp, chunk, "pack1", "ids", enc, tasks)
-    assert key != render_key(spec, fp, chunk, "pack2", "ids", enc, tasks)
-    assert key != render_key(spec, fp, chunk, "pack1", "other-ids", enc, tasks)
-    assert key == render_key(retracked, fp, chunk, "pack1", "ids", enc, tasks)  # same tasks: same segment
+    key = keys(spec).render(fp, chunk, enc, tasks)
+    assert key != keys(enhanced).render(fp, chunk, enc, tasks)
+    assert key != keys(spec, "pack2").render(fp, chunk, enc, tasks)
+    assert key != keys(spec, idents="other-ids").render(fp, chunk, enc, tasks)
+    assert key == keys(retracked).render(fp, chunk, enc, tasks)  # same tasks: same segment
     # The whole shot: any of them.
-    shot_key = shot_spec_key(spec, ref, fp, plan, "pack1", "ids")
-    assert shot_key != shot_spec_key(retracked, ref, fp, plan, "pack1", "ids")
-    assert shot_key != shot_spec_key(enhanced, ref, fp, plan, "pack1", "ids")
+    shot_key = keys(spec).shot(ref, fp, plan)
+    assert shot_key != keys(retracked).shot(ref, fp, plan)
+    assert shot_key != keys(enhanced).shot(ref, fp, plan)
 
 
 @pytest.fixture(scope="module")

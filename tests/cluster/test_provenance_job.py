@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import yaml
 
-from cluster.driver import prepare_job
+from cluster.checks import prepare_job
 from cluster.spec import parse_spec
 from jobs.democlip import make_face_clip, write_source_image
 from pipeline import storage

@@ -7,7 +7,8 @@ import os
 import pytest
 import yaml
 
-from cluster.spec import expand_shots, load_spec, parse_spec, work_url_for
+from cluster.shots import expand_shots, work_url_for
+from cluster.spec import load_spec, parse_spec
 from pipeline.errors import SpecError
 
 

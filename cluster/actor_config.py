@@ -1,0 +1,39 @@
+"""The one configuration every render actor of a job is built from."""
+
+from __future__ import annotations
+
+from actors.render import IdentitySource, RenderConfig
+from cluster.pool import PoolPlan, actor_execution_threads
+from cluster.provenance import watermark_config
+from cluster.spec import JobSpec
+
+
+def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
+    """What every actor of the job is built from: pack, execution, identities, faces, marks, threads."""
+    from pipeline.provenance.watermark import job_payload
+
+    execution = spec.models.execution
+    if pool.num_gpus == 0 and execution.intra_op_threads == 0:
+        # CPU actors share the node's cores: each gets as many threads as CPUs it reserved.
+        execution = execution.model_copy(update={"intra_op_threads": actor_execution_threads(pool)})
+    watermark = watermark_config(spec)
+    return RenderConfig(
+        watermark=watermark,
+        watermark_payload=job_payload(spec.job_id) if watermark is not None else None,
+        review_label=spec.provenance.review_label if spec.provenance is not None else False,
+        pack_url=spec.models.pack,
+        pack_cache_dir=spec.models.cache_dir,
+        execution=execution,
+        identities={
+            name: IdentitySource(
+                images=ident.images,
+                face_index=ident.face_index,
+                adapter_url=ident.adapter.url if ident.adapter else None,
+                adapter_sha256=ident.adapter.sha256 if ident.adapter else None,
+            )
+            for name, ident in spec.identities.items()
+        },
+        faces=spec.faces,
+        # CPU actors' codecs too: an actor uses the cores it reserved, no more.
+        codec_threads=actor_execution_threads(pool) if pool.num_gpus == 0 else 0,
+    )

@@ -1,0 +1,211 @@
+"""Everything a job checks and plans before Ray starts: nothing here imports Ray.
+
+:func:`prepare_job` expands the shots, applies the studio policy, loads and
+verifies the model pack and adapters, reads the identities' pictures, probes
+every shot, applies ``output.if_exists`` and checks that every destination is
+writable.  Any problem raises a :class:`~pipeline.errors.RecastError` naming the
+field or file before any actor starts and before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from cluster.keys import AnalysisKey, Fingerprint, JobKeys, ShotKey, identities_digest
+from cluster.manifest import JobManifest, input_fingerprint
+from cluster.provenance import audit_url, check_provenance
+from cluster.shots import ShotRef, expand_shots, work_url_for
+from cluster.spec import JobSpec
+from pipeline import storage
+from pipeline.chunking import ChunkPlan, plan_chunks
+from pipeline.errors import SpecError
+from pipeline.probe import VideoInfo, probe
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlannedShot:
+    """A shot to render: its source, probe, chunk plan and cache keys."""
+
+    ref: ShotRef
+    info: VideoInfo
+    plan: ChunkPlan
+    fingerprint: Fingerprint
+    spec_key: ShotKey
+    analysis_keys: tuple[AnalysisKey, ...]
+
+
+@dataclass(frozen=True)
+class ReusedShot:
+    """A shot whose output an earlier run of this job published for the same inputs."""
+
+    ref: ShotRef
+    info: VideoInfo
+    plan: ChunkPlan
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PreparedJob:
+    """A job checked and planned without Ray: what to render, what to skip, what an earlier run finished."""
+
+    spec: JobSpec
+    work_url: str
+    manifest: JobManifest
+    planned: list[PlannedShot]
+    """Longest work first (frames x pixels)."""
+    skipped: list[ShotRef]
+    reused: list[ReusedShot]
+    keys: JobKeys
+    shot_keys: dict[str, ShotKey]
+    """Shot name -> its key, for every probed shot (planned and reused), in probe order."""
+    resumed: bool
+    """A manifest of an earlier run was found (and is used)."""
+    consent_refs: dict[str, str]
+    """Identity -> consent reference from the studio policy (empty without ``provenance``)."""
+
+    @property
+    def pack_hash(self) -> str:
+        return self.keys.pack_hash
+
+    @property
+    def chunk_count(self) -> int:
+        return sum(len(p.plan.chunks) for p in self.planned)
+
+
+def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
+    """Check everything that can be checked without Ray, then plan the job.
+
+    ``resume``: None = reuse what the job's manifest records, if any; True =
+    require a manifest (``--resume``); False = ignore it and start afresh.
+    """
+    from pipeline.models.pack import load_pack
+
+    shots = expand_shots(spec)
+    work_url = work_url_for(spec, shots)
+    # The studio policy first: a refused identity or path must not cause a single read or write.
+    consent_refs = check_provenance(spec, shots, work_url)
+    manifest = JobManifest(work_url)
+    resumed = False
+    if resume is not False:
+        resumed = manifest.exists()
+        if resume and not resumed:
+            raise SpecError(
+                "--resume", f"no manifest of job {spec.job_id} at {manifest.root}: nothing to resume"
+            )
+    pack_hash = load_pack(spec.models.pack, cache_dir=spec.models.cache_dir).hash
+    verify_identity_adapters(spec)
+    keys = JobKeys(spec, pack_hash, identities_digest(spec))
+    skipped = [s for s in shots if spec.output.if_exists == "skip" and storage.exists(s.output_url)]
+    candidates = [s for s in shots if s not in skipped]
+    planned: list[PlannedShot] = []
+    reused: list[ReusedShot] = []
+    shot_keys: dict[str, ShotKey] = {}
+    for shot, info, plan in probe_shots(spec, candidates):
+        fingerprint = input_fingerprint(shot.url, info)
+        spec_key = shot_keys[shot.name] = keys.shot(shot, fingerprint, plan)
+        if storage.exists(shot.output_url):
+            # Published by an earlier run of this very job, unchanged since, for the same inputs: keep it.
+            record = manifest.published_output(shot.name, spec_key, shot.output_url) if resumed else None
+            if record is not None:
+                reused.append(ReusedShot(shot, info, plan, record))
+                continue
+            if spec.output.if_exists == "fail":
+                raise SpecError(
+                    "output.if_exists",
+                    f"{shot.output_url} already exists (set if_exists: skip or overwrite)",
+                )
+        analysis_keys = tuple(keys.analysis(fingerprint, c) for c in plan.chunks)
+        planned.append(PlannedShot(shot, info, plan, fingerprint, spec_key, analysis_keys))
+    # An unwritable destination must fail the job now, not after hours of rendering.
+    for parent in sorted({_parent(p.ref.output_url) for p in planned}):
+        storage.check_writable(parent)
+    storage.check_writable(work_url)
+    if spec.provenance is not None and spec.provenance.audit:
+        storage.check_writable(storage.join(audit_url(spec), "audit"))
+    for p in planned:
+        remove_interrupted_publish(p.ref.output_url)
+    planned.sort(key=lambda p: -(p.info.frame_count * p.info.width * p.info.height))
+    return PreparedJob(
+        spec=spec,
+        work_url=work_url,
+        manifest=manifest,
+        planned=planned,
+        skipped=skipped,
+        reused=reused,
+        keys=keys,
+        shot_keys=shot_keys,
+        resumed=resumed,
+        consent_refs=consent_refs,
+    )
+
+
+def probe_shots(spec: JobSpec, shots: list[ShotRef]) -> list[tuple[ShotRef, VideoInfo, ChunkPlan]]:
+    """Probe and plan every shot up front: a bad input fails the job before any rendering."""
+    out = []
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe") as pool:
+        infos = list(pool.map(lambda s: probe(s.url), shots))
+    for shot, info in zip(shots, infos, strict=True):
+        out.append((shot, info, plan_shot_chunks(spec, info)))
+    return out
+
+
+def plan_shot_chunks(spec: JobSpec, info: VideoInfo) -> ChunkPlan:
+    """The chunk plan of one probed shot under the job's ``chunking`` settings."""
+    return plan_chunks(
+        info,
+        spec.chunking.seconds,
+        min_seconds=spec.chunking.min_seconds,
+        max_seconds=spec.chunking.max_seconds,
+        snap_to_keyframes=spec.chunking.snap_to_keyframes,
+    )
+
+
+def verify_identity_adapters(spec: JobSpec) -> None:
+    """Refuse bad adapters (checksum, other base model, slot shapes) before any actor starts."""
+    from pipeline.lora import verify_adapter
+    from pipeline.models.loader import pack_lora_slots
+    from pipeline.models.pack import MANIFEST, parse_manifest
+
+    wanted = {n: i.adapter for n, i in spec.identities.items() if i.adapter is not None}
+    if not wanted:
+        return
+    first = f"identities.{next(iter(wanted))}.adapter"
+    if spec.models.execution.backend == "torch":
+        raise SpecError(first, "adapters need models.execution.backend 'onnxruntime'")
+    if spec.models.pack.startswith("builtin:"):
+        raise SpecError(first, f"the embedded pack {spec.models.pack} has no LoRA slots")
+    manifest_url = storage.join(spec.models.pack, MANIFEST)
+    slots = pack_lora_slots(parse_manifest(storage.read_bytes(manifest_url), manifest_url), spec.models.pack)
+    if slots is None:
+        raise SpecError(first, f"model pack {spec.models.pack} has no LoRA slots (swapper contract.lora)")
+    for adapter in wanted.values():
+        verify_adapter(adapter.url, adapter.sha256, slots)  # ModelPackError naming the adapter URL
+
+
+def remove_interrupted_publish(output_url: str) -> None:
+    """Delete the temporary copy a killed run may have left beside a local output.
+
+    ``storage.publish_file`` copies to ``.<name>.tmp-<random>`` and renames; a
+    driver killed mid-copy leaves that file.  Object stores need nothing: an
+    upload is invisible until it is complete.
+    """
+    if not storage.is_local(output_url):
+        return
+    path = storage.local_path(output_url)
+    head, tail = os.path.split(path)
+    for stale in glob.glob(os.path.join(head or ".", f".{glob.escape(tail)}.tmp-*")):
+        logger.info("removing %s, left by an interrupted publish", stale)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(stale)
+
+
+def _parent(url: str) -> str:
+    return url.rsplit("/", 1)[0] if "/" in url else "."

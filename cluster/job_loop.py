@@ -1,0 +1,399 @@
+"""The driver's event loop: dispatch analyses, chain tracking, plan faces, dispatch renders, merge.
+
+Analyses of every chunk are dispatched at once; as each comes back, the shot's
+tracker is chained through every analysed chunk that follows the last tracked
+one; when a shot is fully tracked its faces are planned and its renders
+dispatched; when all its segments are committed it is merged and published on
+the publisher's threads.  Renders go before analyses (they finish shots).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import FIRST_COMPLETED, Future
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from ray.exceptions import RayActorError
+
+from actors.render import ChunkAnalysis, SegmentResult
+from cluster.checks import PlannedShot, PreparedJob
+from cluster.dispatch import Dispatcher, Elasticity, Outcome, WorkItem
+from cluster.keys import RenderKey
+from cluster.ledger import Ledger
+from cluster.manifest import RenderRecord
+from cluster.observer import JobObserver, ShotSource
+from cluster.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
+from cluster.provenance import JobProvenance
+from cluster.publish import Published, Publisher
+from pipeline import storage
+from pipeline.chunking import Chunk
+from pipeline.encode import EncoderChoice
+from pipeline.errors import RecastError
+from pipeline.faces.types import Face, FaceTask
+from pipeline.thumbnails import boundary_frames
+from pipeline.tracking import TrackerState, track_chunk
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_EVERY_SECONDS = 10.0
+WORK_ATTEMPTS = 2
+"""Tries of a chunk whose work raised (not a lost actor): a deterministic failure then fails its shot."""
+_RENDER, _ANALYZE = 0, 1  # render work first: it finishes shots
+
+
+@dataclass
+class ShotRun:
+    """Driver-side state of one shot while the job runs."""
+
+    shot: PlannedShot
+    rank: int
+    """0 = the most work."""
+    encoder: EncoderChoice
+    info_ref: Any
+    """The VideoInfo put in the object store once, not pickled per call."""
+    started_at: float = field(default_factory=time.perf_counter)
+    analyses: dict[int, ChunkAnalysis] = field(default_factory=dict)
+    next_to_track: int = 0
+    tracker_state: TrackerState | None = None
+    """The state out of the last tracked chunk (None before the first)."""
+    faces: list[list[Face]] = field(default_factory=list)
+    track_ids: list[list[int]] = field(default_factory=list)
+    render_keys: dict[int, RenderKey] = field(default_factory=dict)
+    segments: dict[int, SegmentResult] = field(default_factory=dict)
+    done: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.shot.ref.name
+
+    @property
+    def chunks(self) -> int:
+        return len(self.shot.plan.chunks)
+
+    def segment_url(self, work_url: str, index: int, key: str) -> str:
+        """Where chunk ``index``'s segment goes; the render key in the name keeps stale segments apart."""
+        name = f"{index:05d}-{key[:12]}.{self.encoder.container}"
+        return storage.join(work_url, "segments", self.name, name)
+
+
+class JobLoop:
+    """One run of a prepared job on a warm actor pool; :meth:`run` returns when every shot is done."""
+
+    def __init__(
+        self,
+        prepared: PreparedJob,
+        *,
+        ledger: Ledger,
+        observer: JobObserver,
+        provenance: JobProvenance,
+        publisher: Publisher,
+        pool: ActorPool,
+        starting: dict[str, Any],
+        runs: list[ShotRun],
+        embeddings: dict[str, np.ndarray],
+    ) -> None:
+        self.spec = prepared.spec
+        self.prepared = prepared
+        self.ledger = ledger
+        self.observer = observer
+        self.provenance = provenance
+        self.publisher = publisher
+        self.runs = runs
+        self.by_name = {r.name: r for r in runs}
+        self.embeddings = embeddings
+        self.merging: dict[str, Future[Published]] = {}
+        self.open_shots = len(runs)
+        self.unplanned_chunks = sum(r.chunks for r in runs)
+        """Chunks whose renders are not dispatched yet: actors are kept for them."""
+        self.dispatcher = Dispatcher(
+            pool.actors,
+            max_inflight=self.spec.resources.max_inflight_per_actor,
+            replace_actor=pool.start,
+            on_retry=observer.retried,
+            starting=starting,
+            elastic=Elasticity(
+                start_actor=lambda: pool.start(""),
+                ready_call=ready_ref,
+                max_actors=pool.plan.actors,
+                idle_release_seconds=IDLE_RELEASE_SECONDS,
+                upcoming=lambda: self.unplanned_chunks,
+            ),
+        )
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        for run in self.runs:
+            run.started_at = time.perf_counter()
+            for chunk in run.shot.plan.chunks:
+                if not self._reuse_analysis(run, chunk):
+                    self.dispatcher.submit(
+                        WorkItem(
+                            priority=(_ANALYZE, run.rank, chunk.index),
+                            kind="analyze",
+                            shot=run.name,
+                            chunk=chunk.index,
+                            call=_analyze_call(run, chunk),
+                        )
+                    )
+            self._track_ready(run)
+        last_progress = time.perf_counter()
+        while self.open_shots:
+            if self.dispatcher.idle:
+                # Only merges are left: sleep on them instead of spinning (the merge threads need the GIL).
+                if not self.merging:
+                    raise RuntimeError("driver stalled: no work in flight and no merge running")
+                wait_futures(list(self.merging.values()), timeout=0.5, return_when=FIRST_COMPLETED)
+            for outcome in self.dispatcher.wait(timeout=0.5):
+                self._handle(outcome)
+            for name in [n for n, f in self.merging.items() if f.done()]:
+                self._finish_merge(self.by_name[name], self.merging.pop(name))
+            if time.perf_counter() - last_progress >= PROGRESS_EVERY_SECONDS:
+                last_progress = time.perf_counter()
+                self._log_progress()
+                self.observer.write_report(finished=False)
+        # Actors that joined later (e.g. on new nodes) too.
+        self.observer.actors_joined(list(self.dispatcher.infos.values()))
+
+    def _handle(self, outcome: Outcome) -> None:
+        item = outcome.item
+        run = self.by_name[item.shot]
+        # The actor's own run time when known (excludes waiting behind its previous call).
+        busy = outcome.seconds
+        if isinstance(outcome.value, SegmentResult):
+            busy = outcome.value.wall_seconds
+        elif isinstance(outcome.value, ChunkAnalysis):
+            busy = outcome.value.stage_seconds.get("wall", busy)
+        self.observer.work_finished(item, busy, ok=outcome.error is None)
+        if run.done:
+            return  # the shot already failed; late results are dropped
+        error = outcome.error
+        if error is None and item.kind == "render":
+            error = self._commit_segment(run, outcome.value)
+        if error is not None:
+            if item.attempts < WORK_ATTEMPTS and not isinstance(error, RayActorError):
+                # Maybe transient (a storage hiccup); a deterministic failure fails again, and then the shot.
+                logger.warning(
+                    "%s of %s chunk %d failed (attempt %d): %s; trying again",
+                    item.kind, item.shot, item.chunk, item.attempts, error,
+                )  # fmt: skip
+                self.dispatcher.submit(item)
+                self.observer.retried(item)
+                return
+            tries = f" after {item.attempts} tries" if item.attempts > 1 else ""
+            self._fail(run, f"{item.kind} of chunk {item.chunk} failed{tries}: {error}")
+            self.dispatcher.drop(item.shot)
+            return
+        if item.kind == "analyze":
+            analysis: ChunkAnalysis = outcome.value
+            index = analysis.chunk_index
+            self.ledger.commit_analysis(
+                run.name, index, run.shot.analysis_keys[index], analysis.faces, analysis.actor
+            )
+            run.analyses[index] = analysis
+            self.observer.analysis_done(run.name, analysis)
+            self._track_ready(run)
+        else:
+            result: SegmentResult = outcome.value
+            run.segments[result.chunk_index] = result
+            frames = run.shot.plan.chunks[result.chunk_index].frame_count
+            self.observer.segment_done(run.name, result, outcome.seconds, frames)
+            if len(run.segments) == run.chunks:
+                self._start_merge(run)
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def _reuse_analysis(self, run: ShotRun, chunk: Chunk) -> bool:
+        """Take chunk's faces from the manifest when an earlier run committed them for the same key."""
+        faces = self.ledger.analysis(
+            run.name, chunk.index, run.shot.analysis_keys[chunk.index], chunk.frame_count
+        )
+        if faces is None:
+            return False
+        run.analyses[chunk.index] = ChunkAnalysis(chunk.index, chunk.start_frame, faces, {}, "manifest")
+        self.observer.analysis_reused(run.name)
+        return True
+
+    def _commit_segment(self, run: ShotRun, result: SegmentResult) -> BaseException | None:
+        """Check the uploaded segment, then record it (the commit); returns the error if it is not right."""
+        record = RenderRecord(
+            chunk=result.chunk_index,
+            key=run.render_keys[result.chunk_index],
+            segment_url=result.url,
+            sha256=result.sha256,
+            bytes=result.bytes,
+            frames=result.frames,
+            faces_swapped=result.faces_swapped,
+            actor=result.actor,
+        )
+        return self.ledger.commit_segment(run.name, record)
+
+    def _track_ready(self, run: ShotRun) -> None:
+        """Track every analysed chunk that follows the last tracked one, in order; plan once all are."""
+        started = time.perf_counter()
+        while run.next_to_track in run.analyses:
+            index = run.next_to_track
+            analysis = run.analyses.pop(index)
+            state_in = run.tracker_state.to_dict() if run.tracker_state is not None else None
+            key = self.prepared.keys.track(run.shot.analysis_keys[index], state_in)
+            committed = self.ledger.tracking(run.name, index, key, len(analysis.faces))
+            if committed is not None:
+                ids, run.tracker_state = committed
+            else:
+                ids, run.tracker_state = track_chunk(
+                    analysis.faces, analysis.start_frame, self.spec.tracking, run.tracker_state
+                )
+                self.ledger.commit_tracking(run.name, index, key, state_in, run.tracker_state, ids)
+            run.faces.extend(analysis.faces)
+            run.track_ids.extend(ids)
+            self.observer.tracked(run.name, analysis.face_count)
+            run.next_to_track += 1
+        self.observer.stage(run.name, "track", time.perf_counter() - started)
+        if run.next_to_track == run.chunks:
+            self._plan_and_render(run)
+
+    def _plan_and_render(self, run: ShotRun) -> None:
+        from pipeline.faceplan import plan_shot
+
+        started = time.perf_counter()
+        face_plan = plan_shot(
+            run.faces,
+            run.track_ids,
+            self.spec.selection,
+            self.embeddings,
+            self.spec.tracking,
+            frame_times=run.shot.info.frame_times(),
+        )
+        self.observer.faces_planned(run.name, len(face_plan.tracks))
+        run.faces, run.track_ids = [], []  # no longer needed: keep the driver small
+        self.observer.stage(run.name, "plan", time.perf_counter() - started)
+        self.unplanned_chunks -= run.chunks
+        for chunk in run.shot.plan.chunks:
+            tasks = face_plan.for_range(chunk.start_frame, chunk.end_frame)
+            key = self.prepared.keys.render(run.shot.fingerprint, chunk, run.encoder, tasks)
+            run.render_keys[chunk.index] = key
+            record = self.ledger.segment(run.name, chunk.index, key)
+            if record is not None:
+                run.segments[chunk.index] = _reused_segment(record, run.encoder)
+                self.observer.segment_reused(run.name, record, chunk.frame_count)
+                continue
+            self.dispatcher.submit(
+                WorkItem(
+                    priority=(_RENDER, run.rank, chunk.index),
+                    affinity=self._adapter_identities(tasks),
+                    kind="render",
+                    shot=run.name,
+                    chunk=chunk.index,
+                    call=_render_call(
+                        run, chunk, tasks, run.segment_url(self.prepared.work_url, chunk.index, key)
+                    ),
+                )
+            )
+        if len(run.segments) == run.chunks:
+            self._start_merge(run)
+
+    def _start_merge(self, run: ShotRun) -> None:
+        segments = [run.segments[i] for i in range(run.chunks)]
+        self.observer.set_chunk_actors(run.name, [s.actor for s in segments])
+        ref = run.shot.ref
+        self.merging[run.name] = self.publisher.submit(
+            [s.url for s in segments],
+            run.shot.info,
+            ref.output_url,
+            ref.url,
+            self.provenance.signing(ref.output_url),
+        )
+
+    def _finish_merge(self, run: ShotRun, future: Future[Published]) -> None:
+        try:
+            published = future.result()
+        except Exception as exc:  # noqa: BLE001 - fails this shot only
+            self._fail(run, f"merge failed: {exc}")
+            return
+        run.done = True
+        self.open_shots -= 1
+        ref = run.shot.ref
+        # Recorded first: a driver killed after this point finds the output as its own on resume.
+        self.ledger.shot_published(
+            run.name,
+            spec_key=run.shot.spec_key,
+            output_url=ref.output_url,
+            sha256=published.sha256,
+            fingerprint=published.fingerprint,
+            frames=published.stats.frames,
+            render_keys=[run.render_keys[i] for i in range(run.chunks)],
+        )
+        self.observer.shot_published(
+            ShotSource(ref.name, ref.url, ref.output_url, run.shot.info, boundary_frames(run.shot.plan)),
+            frames=published.stats.frames,
+            output_bytes=published.stats.bytes,
+            sha256=published.sha256,
+            merge_seconds=published.stats.seconds,
+            wall=time.perf_counter() - run.started_at,
+        )
+        # The output is published and recorded: its segments are no longer needed (the records stay).
+        try:
+            storage.remove(storage.join(self.prepared.work_url, "segments", run.name), recursive=True)
+        except RecastError as exc:
+            logger.warning("could not clean segments of %s: %s", run.name, exc)
+
+    def _fail(self, run: ShotRun, message: str) -> None:
+        if not run.done:
+            run.done = True
+            self.open_shots -= 1
+            if run.next_to_track < run.chunks:
+                self.unplanned_chunks -= run.chunks
+        self.observer.shot_failed(run.name, message, time.perf_counter() - run.started_at)
+        self.ledger.shot_failed(run.name, spec_key=run.shot.spec_key, error=message)
+
+    def _log_progress(self) -> None:
+        runs = self.runs
+        total = sum(r.shot.info.frame_count for r in runs)
+        analysed = sum(
+            r.shot.plan.chunks[i].frame_count for r in runs for i in range(min(r.next_to_track, r.chunks))
+        )
+        rendered = sum(s.frames for r in runs for s in r.segments.values())
+        elapsed = self.observer.elapsed()
+        d = self.dispatcher
+        logger.info(
+            "progress: analysed %d/%d, rendered %d/%d frames (%.1f fps), %d in flight, %d pending, %d retries",
+            analysed, total, rendered, total, rendered / elapsed if elapsed > 0 else 0.0,
+            d.inflight, d.pending, d.retries,
+        )  # fmt: skip
+
+    def _adapter_identities(self, tasks: list[list[FaceTask]]) -> tuple[str, ...]:
+        """Identities with an adapter that a chunk renders: actors that hold them are preferred."""
+        idents = self.spec.identities
+        names = {task.identity for frame in tasks for task in frame}
+        return tuple(sorted(n for n in names if n in idents and idents[n].adapter is not None))
+
+
+def _reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResult:
+    """A segment committed by an earlier run, as if just rendered."""
+    return SegmentResult(
+        chunk_index=record.chunk,
+        url=record.segment_url,
+        sha256=record.sha256,
+        bytes=record.bytes,
+        frames=record.frames,
+        faces_swapped=record.faces_swapped,
+        stage_seconds={},
+        providers={},
+        encoder=encoder.name,
+        actor=record.actor or "manifest",
+        wall_seconds=0.0,
+    )
+
+
+def _analyze_call(run: ShotRun, chunk: Chunk) -> Any:
+    url, info = run.shot.ref.url, run.info_ref
+    return lambda actor: actor.analyze_chunk.remote(url, info, chunk)
+
+
+def _render_call(run: ShotRun, chunk: Chunk, tasks: list[list[FaceTask]], segment_url: str) -> Any:
+    url, info, encoder = run.shot.ref.url, run.info_ref, run.encoder
+    return lambda actor: actor.render_chunk.remote(url, info, chunk, tasks, encoder, segment_url)

@@ -1,0 +1,183 @@
+"""The ledger: every read and write of a job's manifest, in the words of the driver.
+
+The driver asks the ledger what an earlier run finished ("is this chunk's
+analysis committed for this key?") and tells it what this run finished.  Reads
+answer None when the job is not resuming, so the driver never asks itself
+whether it is.  A failed write is logged, never fatal, except a segment's record,
+which is the commit of that chunk: its error is returned so the chunk is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from cluster.keys import AnalysisKey, RenderKey, ShotKey, TrackKey
+from cluster.manifest import JobManifest, RenderRecord, digest
+from cluster.spec import JobSpec
+from pipeline import storage
+from pipeline.errors import RecastError
+from pipeline.faces.types import Face
+from pipeline.tracking import TrackerState
+
+logger = logging.getLogger(__name__)
+
+
+class Ledger:
+    """Reads and commits one job's manifest records (``<work_url>/manifest``)."""
+
+    def __init__(self, manifest: JobManifest, *, resumed: bool) -> None:
+        self.manifest = manifest
+        self.resumed = resumed
+        self._broken_chains: set[str] = set()
+        """Shots whose tracker chain was recomputed from some chunk on: later track records are stale."""
+        self.records_written = 0
+
+    # -- job
+    def write_job(
+        self, spec: JobSpec, pack_hash: str, identities: str, shot_keys: dict[str, ShotKey]
+    ) -> None:
+        """``job.json``: which spec and pack the records were made for (the keys decide reuse)."""
+        previous = self.manifest.read_job() if self.resumed else None
+        spec_hash = digest(spec)
+        if previous is not None and previous.get("spec_hash") != spec_hash:
+            logger.info(
+                "job %s: the spec changed since the last run; only the affected chunks are redone",
+                spec.job_id,
+            )
+        self._write(
+            "job record",
+            self.manifest.write_job,
+            {
+                "job_id": spec.job_id,
+                "spec_hash": spec_hash,
+                "pack_hash": pack_hash,
+                "identities": identities,
+                "runs": int(previous.get("runs", 0)) + 1 if previous else 1,
+                "shots": dict(shot_keys),
+            },
+            fatal=True,
+        )
+
+    # -- analysis
+    def analysis(self, shot: str, index: int, key: AnalysisKey, frames: int) -> list[list[Face]] | None:
+        """The faces an earlier run committed for chunk ``index`` under ``key``, if intact."""
+        if not self.resumed:
+            return None
+        faces = self.manifest.read_analysis(shot, index, key)
+        if faces is None or len(faces) != frames:
+            return None
+        return faces
+
+    def commit_analysis(
+        self, shot: str, index: int, key: AnalysisKey, faces: list[list[Face]], actor: str
+    ) -> None:
+        # Not fatal: the chunk is simply analysed again if the job is resubmitted.
+        self._write(
+            f"analysis of {shot} chunk {index}", self.manifest.write_analysis, shot, index, key, faces, actor
+        )
+
+    # -- tracking
+    def tracking(
+        self, shot: str, index: int, key: TrackKey, frames: int
+    ) -> tuple[list[list[int]], TrackerState] | None:
+        """Track ids and the state out of chunk ``index`` if an earlier run committed them for ``key``.
+
+        Once one chunk of a shot is tracked again, every later record of that
+        shot is stale (its state in came from the old chain): the chain resumes
+        from the last committed chunk only.
+        """
+        if not self.resumed or shot in self._broken_chains:
+            return None
+        record = self.manifest.read_track(shot, index)
+        if record is None or record.get("key") != key or len(record["track_ids"]) != frames:
+            self._broken_chains.add(shot)
+            return None
+        ids = [list(map(int, f)) for f in record["track_ids"]]
+        return ids, TrackerState.from_dict(record["state_out"])
+
+    def commit_tracking(
+        self,
+        shot: str,
+        index: int,
+        key: TrackKey,
+        state_in: dict[str, Any] | None,
+        state_out: TrackerState,
+        track_ids: list[list[int]],
+    ) -> None:
+        self._broken_chains.add(shot)
+        self._write(
+            f"tracking of {shot} chunk {index}",
+            self.manifest.write_track,
+            shot,
+            index,
+            key=key,
+            state_in=state_in,
+            state_out=state_out.to_dict(),
+            track_ids=track_ids,
+        )
+
+    # -- render
+    def segment(self, shot: str, index: int, key: RenderKey) -> RenderRecord | None:
+        """The segment an earlier run committed for chunk ``index`` under ``key``, if still there."""
+        if not self.resumed:
+            return None
+        return self.manifest.read_render(shot, index, key)
+
+    def commit_segment(self, shot: str, record: RenderRecord) -> BaseException | None:
+        """Check the uploaded segment's size, then record it (the commit); the error if it is not right."""
+        try:
+            size = storage.size(record.segment_url)
+        except RecastError as exc:
+            return exc
+        if size != record.bytes:
+            return RecastError(f"{record.segment_url}: uploaded {size} bytes, the actor wrote {record.bytes}")
+        try:
+            self.manifest.write_render(shot, record)
+        except RecastError as exc:
+            return exc
+        self.records_written += 1
+        return None
+
+    # -- shot
+    def published_output(self, shot: str, spec_key: ShotKey, output_url: str) -> dict[str, Any] | None:
+        """The shot record if this job published ``output_url`` for ``spec_key``, unchanged since."""
+        if not self.resumed:
+            return None
+        return self.manifest.published_output(shot, spec_key, output_url)
+
+    def shot_published(
+        self,
+        shot: str,
+        *,
+        spec_key: ShotKey,
+        output_url: str,
+        sha256: str,
+        fingerprint: dict[str, Any],
+        frames: int,
+        render_keys: list[RenderKey],
+    ) -> None:
+        record = {
+            "status": "published",
+            "spec_key": spec_key,
+            "output_url": output_url,
+            "output_sha256": sha256,
+            "output_fingerprint": fingerprint,
+            "frames": frames,
+            "render_keys": render_keys,
+        }
+        self._write(f"the published output of {shot}", self.manifest.write_shot, shot, record)
+
+    def shot_failed(self, shot: str, *, spec_key: ShotKey, error: str) -> None:
+        record = {"status": "failed", "error": error, "spec_key": spec_key}
+        self._write(f"the failure of {shot}", self.manifest.write_shot, shot, record)
+
+    def _write(self, what: str, write: Any, *args: Any, fatal: bool = False, **kwargs: Any) -> None:
+        try:
+            write(*args, **kwargs)
+        except RecastError as exc:
+            if fatal:
+                raise
+            logger.warning("could not record %s: %s", what, exc)
+            return
+        self.records_written += 1

@@ -1,0 +1,93 @@
+"""Merge a shot's segments, sign, checksum and publish atomically, off the driver's event loop.
+
+The output is assembled in a local temporary folder and appears at its
+destination only whole (an object-store PUT or a local rename); a failed
+merge leaves the destination as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cluster.manifest import stat_fingerprint
+from pipeline import storage
+from pipeline.errors import RecastError
+from pipeline.hashing import sha256_file
+from pipeline.probe import VideoInfo
+
+if TYPE_CHECKING:
+    from pipeline.merge import MergeStats
+    from pipeline.provenance.config import SignerConfig
+    from pipeline.provenance.credentials import ManifestInfo
+
+Signing = tuple["ManifestInfo", "SignerConfig"]
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published output: merge figures, its sha256 and its fingerprint at the destination."""
+
+    stats: MergeStats
+    sha256: str
+    fingerprint: dict[str, Any]
+
+
+MergeFn = Callable[[list[str], VideoInfo, str, str, "Signing | None"], Published]
+"""(segment URLs, source probe, output URL, audio source URL, signing) -> Published."""
+
+
+def merge_and_publish(
+    segment_urls: list[str],
+    info: VideoInfo,
+    output_url: str,
+    audio_url: str,
+    signing: Signing | None = None,
+) -> Published:
+    """Merge into a local file, sign it if asked, checksum it, then publish it atomically.
+
+    ``signing`` = (ManifestInfo, SignerConfig): embed signed Content Credentials
+    before publishing (the checksum is of the signed file).
+    """
+    from pipeline.merge import merge_segments
+
+    with tempfile.TemporaryDirectory(prefix="recast-out-") as tmp:
+        local = os.path.join(tmp, "out" + os.path.splitext(output_url)[1])
+        stats = merge_segments(segment_urls, info, local, audio_source_url=audio_url)
+        if stats.frames != info.frame_count:
+            raise RecastError(f"{output_url}: merged {stats.frames} frames, source has {info.frame_count}")
+        if signing is not None:
+            from pipeline.provenance.credentials import sign_video
+
+            signed = os.path.join(tmp, "signed" + os.path.splitext(output_url)[1])
+            sign_video(local, signed, signing[0], signing[1])
+            local = signed
+        sha256 = sha256_file(local)
+        storage.publish_file(local, output_url)
+    return Published(stats, sha256, stat_fingerprint(output_url))
+
+
+class Publisher:
+    """Runs merges on a small thread pool so the event loop keeps dispatching meanwhile."""
+
+    def __init__(self, merge: MergeFn = merge_and_publish, *, threads: int = 2) -> None:
+        self._merge = merge
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="merge")
+
+    def submit(
+        self,
+        segment_urls: list[str],
+        info: VideoInfo,
+        output_url: str,
+        audio_url: str,
+        signing: Signing | None,
+    ) -> Future[Published]:
+        return self._pool.submit(self._merge, segment_urls, info, output_url, audio_url, signing)
+
+    def close(self) -> None:
+        """Wait for merges in flight, then stop the threads."""
+        self._pool.shutdown(wait=True)
