@@ -59,6 +59,9 @@ class WorkItem:
     attempts: int = field(default=0, compare=False)
     actor: str | None = field(default=None, compare=False)
     submitted_at: float = field(default=0.0, compare=False)
+    """``perf_counter()`` when the latest attempt was handed to its actor."""
+    queued_at: float = field(default=0.0, compare=False)
+    """``perf_counter()`` when the latest attempt was queued (submitted to the dispatcher)."""
     affinity: tuple[str, ...] = field(default=(), compare=False)
     actors: list[str] = field(default_factory=list, compare=False)
 
@@ -175,6 +178,7 @@ class Dispatcher:
 
     def submit(self, item: WorkItem) -> None:
         item.seq = next(self._seq)
+        item.queued_at = time.perf_counter()
         heapq.heappush(self._pending, item)
         self._drained_since = None
 

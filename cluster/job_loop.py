@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
@@ -32,7 +33,6 @@ from cluster.publish import Published, Publisher
 from pipeline import storage
 from pipeline.chunking import Chunk
 from pipeline.encode import EncoderChoice
-from pipeline.errors import RecastError
 from pipeline.faces.types import Face, FaceTask
 from pipeline.thumbnails import boundary_frames
 from pipeline.tracking import TrackerState, track_chunk
@@ -40,6 +40,7 @@ from pipeline.tracking import TrackerState, track_chunk
 logger = logging.getLogger(__name__)
 
 PROGRESS_EVERY_SECONDS = 10.0
+REPOLL_AFTER_SECONDS = 0.002
 WORK_ATTEMPTS = 2
 """Tries of a chunk whose work raised (not a lost actor): a deterministic failure then fails its shot."""
 _RENDER, _ANALYZE = 0, 1  # render work first: it finishes shots
@@ -148,8 +149,13 @@ class JobLoop:
                 if not self.merging:
                     raise RuntimeError("driver stalled: no work in flight and no merge running")
                 wait_futures(list(self.merging.values()), timeout=0.5, return_when=FIRST_COMPLETED)
-            for outcome in self.dispatcher.wait(timeout=0.5):
-                self._handle(outcome)
+            outcomes = deque(self.dispatcher.wait(timeout=0.5))
+            while outcomes:
+                started = time.perf_counter()
+                self._handle(outcomes.popleft())
+                if time.perf_counter() - started > REPOLL_AFTER_SECONDS:
+                    # Handling took a while: actors that finished meanwhile get their next work now.
+                    outcomes.extend(self.dispatcher.wait(timeout=0))
             for name in [n for n, f in self.merging.items() if f.done()]:
                 self._finish_merge(self.by_name[name], self.merging.pop(name))
             if time.perf_counter() - last_progress >= PROGRESS_EVERY_SECONDS:
@@ -336,10 +342,7 @@ class JobLoop:
             wall=time.perf_counter() - run.started_at,
         )
         # The output is published and recorded: its segments are no longer needed (the records stay).
-        try:
-            storage.remove(storage.join(self.prepared.work_url, "segments", run.name), recursive=True)
-        except RecastError as exc:
-            logger.warning("could not clean segments of %s: %s", run.name, exc)
+        self.publisher.remove_later(storage.join(self.prepared.work_url, "segments", run.name))
 
     def _fail(self, run: ShotRun, message: str) -> None:
         if not run.done:

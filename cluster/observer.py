@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +61,9 @@ class JobObserver:
         self.thumbs: dict[str, Any] = {}
         self.shot_retries: dict[str, int] = {}
         self.report_seconds: list[float] = []
-        """Wall seconds of every report rewrite (interim and final)."""
+        """Wall seconds of every report rewrite (interim and final), from the copy of the state on."""
+        self._reporter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report")
+        self._reporting: Future[None] | None = None
         self.summary = JobSummary(
             job_id=prepared.spec.job_id,
             work_url=prepared.work_url,
@@ -125,6 +128,7 @@ class JobObserver:
             "chunk": item.chunk,
             "actor": item.actor,
             "attempt": item.attempts,
+            "queued": round(item.queued_at - self.started, 3),
             "start": round(end - busy_seconds, 3),
             "end": round(end, 3),
             "ok": ok,
@@ -233,17 +237,38 @@ class JobObserver:
 
     # -- output
     def write_report(self, *, finished: bool) -> None:
-        """``report.html`` / ``report.json`` in the work area (interim while running)."""
-        started = time.perf_counter()
+        """``report.html`` / ``report.json`` in the work area.
+
+        While the job runs, the state is copied here and the page is built and
+        written on a background thread (skipped while the previous one is still
+        being written), so the event loop is not held up; the final report is
+        written before this returns.
+        """
+        if self._reporting is not None:
+            if not self._reporting.done() and not finished:
+                return
+            self._reporting.result()
+            self._reporting = None
+        snapshot = (
+            redact(self.summary.to_dict()),
+            list(self.timeline),
+            dict(self.thumbs),
+            dict(self.shot_retries),
+            self.elapsed(),
+            time.perf_counter(),
+        )
+        if finished:
+            self._write_report(snapshot, finished=True)
+        else:
+            self._reporting = self._reporter.submit(self._write_report, snapshot, finished=False)
+
+    def _write_report(self, snapshot: tuple[Any, ...], *, finished: bool) -> None:
+        summary, timeline, thumbs, retries, until, started = snapshot
         try:
-            for actor, ratio in actor_busy_ratios(self.timeline, until=self.elapsed()).items():
+            for actor, ratio in actor_busy_ratios(timeline, until=until).items():
                 self.metrics.actor_busy(actor, ratio)
             report, page = build_report(
-                redact(self.summary.to_dict()),
-                thumbs=self.thumbs,
-                timeline=self.timeline,
-                retries=self.shot_retries,
-                running=not finished,
+                summary, thumbs=thumbs, timeline=timeline, retries=retries, running=not finished
             )
             write_report(self.summary.work_url, report, page)
         except RecastError as exc:
@@ -265,4 +290,5 @@ class JobObserver:
         self.summary.wall_seconds = self.elapsed()
         self.write_summary()
         self.write_report(finished=finished)
+        self._reporter.shutdown(wait=True)
         return self.summary

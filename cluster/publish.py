@@ -7,6 +7,7 @@ merge leaves the destination as it was.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Callable
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from pipeline.merge import MergeStats
     from pipeline.provenance.config import SignerConfig
     from pipeline.provenance.credentials import ManifestInfo
+
+logger = logging.getLogger(__name__)
 
 Signing = tuple["ManifestInfo", "SignerConfig"]
 
@@ -71,6 +74,13 @@ def merge_and_publish(
     return Published(stats, sha256, stat_fingerprint(output_url))
 
 
+def _remove_quietly(url: str) -> None:
+    try:
+        storage.remove(url, recursive=True)
+    except RecastError as exc:
+        logger.warning("could not remove %s: %s", url, exc)
+
+
 class Publisher:
     """Runs merges on a small thread pool so the event loop keeps dispatching meanwhile."""
 
@@ -87,6 +97,10 @@ class Publisher:
         signing: Signing | None,
     ) -> Future[Published]:
         return self._pool.submit(self._merge, segment_urls, info, output_url, audio_url, signing)
+
+    def remove_later(self, url: str) -> None:
+        """Delete ``url`` (recursively) on the publisher's threads; a failure is logged."""
+        self._pool.submit(_remove_quietly, url)
 
     def close(self) -> None:
         """Wait for merges in flight, then stop the threads."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,11 +92,25 @@ def plan_chunks(
     n = 1 if total < min_seconds else max(1, math.ceil(total / seconds - 1e-9))
     cuts: list[int] = []
     window = snap_window_seconds
+    keyframes = info.keyframes
+    # Keyframes in presentation order: the ones near a cut are found by bisection on their timestamps
+    # (an intra-only source has a keyframe on every frame; scanning them all per cut is quadratic).
+    key_pts = [pts[kf] for kf in keyframes]
+    ordered = all(a < b for a, b in itertools.pairwise(keyframes)) and all(
+        a <= b for a, b in itertools.pairwise(key_pts)
+    )
+    reach = math.ceil(window / float(tb)) + 1 if tb else 0
     for k in range(1, n):
         target = pts[0] + (end_pts - pts[0]) * k / n
         cut = bisect.bisect_left(pts, target)
         if snap_to_keyframes:
-            near = [kf for kf in info.keyframes if abs(float((pts[kf] - pts[cut]) * tb)) <= window and kf > 0]
+            if ordered:
+                lo = bisect.bisect_left(key_pts, pts[cut] - reach)
+                hi = bisect.bisect_right(key_pts, pts[cut] + reach)
+                candidates: Sequence[int] = keyframes[lo:hi]
+            else:
+                candidates = keyframes
+            near = [kf for kf in candidates if abs(float((pts[kf] - pts[cut]) * tb)) <= window and kf > 0]
             if near:
                 cut = min(near, key=lambda kf: abs(pts[kf] - pts[cut]))
         if 0 < cut < info.frame_count and (not cuts or cut > cuts[-1]):

@@ -212,6 +212,25 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(union > 0, inter / union, 0.0)
 
 
+def _box_iou_few(a_boxes: Sequence[np.ndarray], b_boxes: Sequence[np.ndarray]) -> np.ndarray:
+    """:func:`box_iou` for a few boxes, in plain floats: the same float64 arithmetic, in the same
+    order, without numpy's per-call overhead (most frames have one or two faces)."""
+    out = np.zeros((len(a_boxes), len(b_boxes)), dtype=np.float64)
+    b_list = [[float(v) for v in b] for b in b_boxes]
+    for r, a in enumerate(a_boxes):
+        a0, a1, a2, a3 = (float(v) for v in a)
+        area_a = max(a2 - a0, 0.0) * max(a3 - a1, 0.0)
+        for c, (b0, b1, b2, b3) in enumerate(b_list):
+            inter = max(min(a2, b2) - max(a0, b0), 0.0) * max(min(a3, b3) - max(a1, b1), 0.0)
+            union = area_a + max(b2 - b0, 0.0) * max(b3 - b1, 0.0) - inter
+            out[r, c] = inter / union if union > 0 else 0.0
+    return out
+
+
+_FEW_PAIRS = 16
+"""Up to this many track x face pairs, IoU is computed in plain floats."""
+
+
 class Tracker:
     """Associates each frame's detections with live tracks; one instance per shot.
 
@@ -260,8 +279,12 @@ class Tracker:
     def _scores(self, frame_index: int, faces: Sequence[Face]) -> tuple[np.ndarray, np.ndarray]:
         cfg = self.config
         tracks = self._state.tracks
-        predicted = np.stack([t.predicted_box(frame_index) for t in tracks])
-        iou = box_iou(predicted, np.stack([np.asarray(f.box, np.float64) for f in faces]))
+        predicted = [t.predicted_box(frame_index) for t in tracks]
+        boxes = [np.asarray(f.box, np.float64) for f in faces]
+        if len(predicted) * len(boxes) <= _FEW_PAIRS:
+            iou = _box_iou_few(predicted, boxes)
+        else:
+            iou = box_iou(np.stack(predicted), np.stack(boxes))
         cos = np.zeros_like(iou)
         has_cos = np.zeros(iou.shape, dtype=bool)
         for r, t in enumerate(tracks):

@@ -1,0 +1,297 @@
+"""The driver at feature-film scale: hundreds of shots, thousands of chunks, hundreds of actors.
+
+Runs the real driver (planning keys, dispatch, tracking chain, face plans, the
+ledger writing every manifest record, the observer rewriting the report,
+publishing) against simulated actors (:mod:`jobs.bench.scale_actors`) that
+sleep for a chunk's modelled time, so no model or video work is done.  The
+shots are described by their probe (4K, 24 fps, one timestamp per frame), not
+by files.  Measured in one run:
+
+* driver CPU seconds per 1,000 chunks and the driver's busy share of the wall time;
+* driver peak RSS;
+* how long actors waited for the driver between two calls (p50 / p99), as a share
+  of the modelled time of the call that followed: actors never wait on the driver
+  when this stays at a few per cent;
+* time to rewrite report.html / report.json, at its peak during the run and at the end;
+* manifest records written;
+* the time a resume takes to scan the manifest of the finished job: every chunk's
+  analysis, tracking and render record read back and checked against its key.
+
+Modelled times are scaled by ``time_scale`` (0.25: a 20 s render takes 5 s), which
+makes the driver's job harder, not easier: completions arrive four times as fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import resource
+import shutil
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+TARGETS = {"dispatch_wait_share": 0.02, "report_seconds": 1.0, "resume_scan_seconds": 30.0}
+
+
+@dataclass(frozen=True)
+class ScaleSettings:
+    """The simulated job; defaults: 300 shots x 30 chunks of 20 s of 4K at 24 fps on 256 actors."""
+
+    out: str
+    shots: int = 300
+    chunks_per_shot: int = 30
+    chunk_seconds: float = 20.0
+    fps: int = 24
+    width: int = 3840
+    height: int = 2160
+    actors: int = 256
+    hosts: int = 16
+    render_seconds: float = 20.0
+    """Modelled seconds to render one chunk (480 frames of 4K at 24 fps per GPU)."""
+    analysis_seconds: float = 5.0
+    time_scale: float = 0.25
+    faces_per_frame: int = 1
+
+
+def _video_info(name: str, settings: ScaleSettings) -> Any:
+    from pipeline.probe import VideoInfo
+
+    frames = int(settings.chunks_per_shot * settings.chunk_seconds * settings.fps)
+    return VideoInfo(
+        url=name, codec="prores", width=settings.width, height=settings.height, pix_fmt="yuv422p10le",
+        bit_depth=10, time_base=Fraction(1, settings.fps), frame_rate=Fraction(settings.fps), is_vfr=False,
+        frame_count=frames, pts=tuple(range(frames)), keyframes=tuple(range(frames)),
+        duration_seconds=frames / settings.fps, color_primaries=None, color_trc=None, colorspace=None,
+        color_range=None, rotation=0, timecode=None, audio=(),
+    )  # fmt: skip
+
+
+def scale_spec(settings: ScaleSettings) -> Any:
+    from cluster.spec import parse_spec
+
+    return parse_spec(
+        {
+            "job_id": "scale",
+            "shots": [{"name": f"sh{i:04d}", "url": f"/plates/sh{i:04d}.mov"} for i in range(settings.shots)],
+            "identities": {"hero": {"images": ["/refs/hero.jpg"]}},
+            "output": {
+                "url": os.path.join(settings.out, "deliveries", "{shot}.mov"),
+                "codec": "prores",
+                "if_exists": "overwrite",
+                "work_url": os.path.join(settings.out, "work"),
+            },
+            "chunking": {"seconds": settings.chunk_seconds},
+            "resources": {"cpus_per_actor": 0.001, "max_actors": settings.actors},
+            "tracking": {"smoothing": False},
+        }
+    )
+
+
+def prepare(settings: ScaleSettings, spec: Any, *, resumed: bool) -> Any:
+    """The PreparedJob the checks would produce for these shots (probes stand in for files)."""
+    from cluster.checks import PlannedShot, PreparedJob, plan_shot_chunks
+    from cluster.keys import JobKeys
+    from cluster.manifest import JobManifest
+    from cluster.shots import expand_shots, work_url_for
+
+    refs = expand_shots(spec)
+    work_url = work_url_for(spec, refs)
+    keys = JobKeys(spec, "simulated-pack", "simulated-identities")
+    planned = []
+    for ref in refs:
+        info = _video_info(ref.url, settings)
+        plan = plan_shot_chunks(spec, info)
+        fingerprint = {"url": ref.url, "size": info.frame_count, "frames": info.frame_count}
+        analysis_keys = tuple(keys.analysis(fingerprint, c) for c in plan.chunks)
+        planned.append(
+            PlannedShot(ref, info, plan, fingerprint, keys.shot(ref, fingerprint, plan), analysis_keys)
+        )
+    return PreparedJob(
+        spec=spec, work_url=work_url, manifest=JobManifest(work_url), planned=planned, skipped=[], reused=[],
+        keys=keys, shot_keys={p.ref.name: p.spec_key for p in planned}, resumed=resumed, consent_refs={},
+    )  # fmt: skip
+
+
+def simulated_merge(segment_urls: list[str], info: Any, output_url: str, audio_url: str, signing: Any) -> Any:
+    """Publishes a stand-in output atomically: what the driver does around a merge, without the merge."""
+    from cluster.manifest import stat_fingerprint
+    from cluster.publish import Published
+    from pipeline import storage
+    from pipeline.merge import MergeStats
+
+    data = f"simulated output of {len(segment_urls)} segments\n".encode()
+    storage.write_bytes(output_url, data)
+    return Published(MergeStats(info.frame_count, len(data), 0.0), "0" * 64, stat_fingerprint(output_url))
+
+
+def actor_waits(
+    calls: list[tuple[int, str, str, int, float, float]],
+    queued: dict[tuple[str, str, int], float],
+    settings: ScaleSettings,
+) -> dict[str, float]:
+    """How long each call's work waited for the driver once both it and its actor were free.
+
+    For a call on an actor: its start minus the later of (the end of the
+    actor's previous call, the moment the driver queued this work).  Waiting
+    for work that does not exist yet (a shot's renders need its tracking) is
+    not the driver's delay and is not counted.  Shares are of the modelled
+    time of the call itself.
+    """
+    modelled = {
+        "analyze": settings.analysis_seconds * settings.time_scale,
+        "render": settings.render_seconds * settings.time_scale,
+    }
+    by_slot: dict[int, list[tuple[float, float, str, float]]] = {}
+    for slot, kind, url, chunk, start, end in calls:
+        by_slot.setdefault(slot, []).append((start, end, kind, queued[(kind, url, chunk)]))
+    waits, shares = [], []
+    for spans in by_slot.values():
+        spans.sort()
+        # From an actor's second call on: its first waited for the actor's own start-up.
+        for (_, free_at, _, _), (start, _, kind, queued_at) in itertools.pairwise(spans):
+            wait = max(0.0, start - max(free_at, queued_at))
+            waits.append(wait)
+            shares.append(wait / modelled[kind])
+    if not waits:
+        return {"calls_measured": 0}
+    return {
+        "calls_measured": len(waits),
+        "wait_p50_ms": round(1000 * float(np.percentile(waits, 50)), 2),
+        "wait_p99_ms": round(1000 * float(np.percentile(waits, 99)), 2),
+        "wait_share_p50": round(float(np.percentile(shares, 50)), 5),
+        "wait_share_p99": round(float(np.percentile(shares, 99)), 5),
+    }
+
+
+def resume_scan(prepared: Any) -> dict[str, float]:
+    """Read back every chunk's records of the finished job through the ledger, as a resume does."""
+    from cluster.ledger import Ledger
+
+    ledger = Ledger(prepared.manifest, resumed=True)
+    started = time.perf_counter()
+    found = {"analysis": 0, "tracking": 0, "shots": 0}
+    for shot in prepared.planned:
+        state_in = None
+        for chunk, key in zip(shot.plan.chunks, shot.analysis_keys, strict=True):
+            if ledger.analysis(shot.ref.name, chunk.index, key, chunk.frame_count) is not None:
+                found["analysis"] += 1
+            committed = ledger.tracking(
+                shot.ref.name, chunk.index, prepared.keys.track(key, state_in), chunk.frame_count
+            )
+            if committed is not None:
+                found["tracking"] += 1
+                state_in = committed[1].to_dict()
+        if ledger.published_output(shot.ref.name, shot.spec_key, shot.ref.output_url) is not None:
+            found["shots"] += 1
+    return {"resume_scan_seconds": round(time.perf_counter() - started, 3), **found}
+
+
+def run_scale(settings: ScaleSettings) -> dict[str, Any]:
+    """One simulated feature-film job through the real driver; the figures above."""
+    import ray
+
+    from cluster.driver import DriverParts, JobRunner
+    from jobs.bench.scale_actors import SimulatedActorClass, SimulatedHost, SimulatedWork
+
+    shutil.rmtree(settings.out, ignore_errors=True)
+    os.makedirs(settings.out)
+    work = SimulatedWork(
+        analysis_seconds=settings.analysis_seconds * settings.time_scale,
+        render_seconds=settings.render_seconds * settings.time_scale,
+        faces_per_frame=settings.faces_per_frame,
+    )
+    hosts = [SimulatedHost.options(max_concurrency=10_000).remote(work) for _ in range(settings.hosts)]
+    ray.get([h.call_log.remote() for h in hosts])  # hosts up before the clock starts
+    spec = scale_spec(settings)
+    prepared = prepare(settings, spec, resumed=False)
+    parts = DriverParts(actor_class=SimulatedActorClass(hosts), merge=simulated_merge, thumbnails=False)
+    runner = JobRunner(spec, parts=parts, prepared=prepared)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    summary = runner.run()
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    calls = [c for log in ray.get([h.call_log.remote() for h in hosts]) for c in log]
+    # The driver's record of when it queued each piece of work, as wall-clock times like the hosts'.
+    epoch = summary.started_at_epoch
+    url_of = {p.ref.name: p.ref.url for p in prepared.planned}
+    queued = {
+        (e["kind"], url_of[e["shot"]], e["chunk"]): epoch + e["queued"] for e in runner.timeline if e["ok"]
+    }
+    for host in hosts:
+        ray.kill(host)
+    observer, ledger = runner.observer, runner.ledger
+    assert observer is not None and ledger is not None
+    chunks = prepared.chunk_count
+    report_seconds = observer.report_seconds
+    figures: dict[str, Any] = {
+        "settings": dataclasses.asdict(settings),
+        "ok": summary.ok,
+        "shots_published": sum(s.status == "published" for s in summary.shots),
+        "chunks": chunks,
+        "work_items": len(calls),
+        "actors": summary.actors,
+        "wall_seconds": round(wall, 2),
+        "ideal_wall_seconds": round(
+            chunks * (work.analysis_seconds + work.render_seconds) / settings.actors, 2
+        ),
+        "driver_cpu_seconds": round(cpu, 2),
+        "driver_cpu_seconds_per_1000_chunks": round(1000 * cpu / chunks, 2),
+        "driver_busy_share": round(cpu / wall, 3),
+        "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "report_rewrites": len(report_seconds),
+        "report_seconds_peak": round(max(report_seconds), 3) if report_seconds else None,
+        "report_seconds_final": round(report_seconds[-1], 3) if report_seconds else None,
+        "manifest_records_written": ledger.records_written,
+        **actor_waits(calls, queued, settings),
+        **resume_scan(dataclasses.replace(prepared, resumed=True)),
+    }
+    return figures
+
+
+def scale_table(figures: dict[str, Any]) -> str:
+    """The scale figures with their targets marked."""
+
+    def mark(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    s = figures["settings"]
+    lines = [
+        (
+            f"Driver at scale: {s['shots']} shots x {s['chunks_per_shot']} chunks of {s['chunk_seconds']:g} s "
+            f"({figures['chunks']} chunks, {figures['work_items']} actor calls) of {s['width']}x{s['height']} "
+            f"at {s['fps']} fps on {figures['actors']} simulated actors; modelled times x{s['time_scale']:g}"
+        ),
+        f"  job wall                       {figures['wall_seconds']:>10.1f} s  (ideal {figures['ideal_wall_seconds']:.1f} s)",
+        f"  driver CPU per 1,000 chunks    {figures['driver_cpu_seconds_per_1000_chunks']:>10.2f} s",
+        f"  driver busy share              {figures['driver_busy_share']:>10.3f}",
+        f"  driver peak RSS                {figures['driver_peak_rss_mb']:>10.1f} MB",
+    ]
+    if figures.get("calls_measured"):
+        share = figures["wait_share_p99"]
+        lines += [
+            f"  actor wait for driver p50/p99  {figures['wait_p50_ms']:>7.1f} / {figures['wait_p99_ms']:.1f} ms",
+            (
+                f"  ... as share of the call       {100 * figures['wait_share_p50']:>7.2f} / {100 * share:.2f} %"
+                f"   target <= {100 * TARGETS['dispatch_wait_share']:g} % (p99): {mark(share <= TARGETS['dispatch_wait_share'])}"
+            ),
+        ]
+    peak, final = figures["report_seconds_peak"], figures["report_seconds_final"]
+    if peak is not None:
+        lines.append(
+            f"  report rewrite peak / final    {peak:>7.3f} / {final:.3f} s"
+            f"   target <= {TARGETS['report_seconds']:g} s: {mark(max(peak, final) <= TARGETS['report_seconds'])}"
+        )
+    scan = figures["resume_scan_seconds"]
+    lines += [
+        f"  manifest records written       {figures['manifest_records_written']:>10d}",
+        (
+            f"  resume scan of the manifest    {scan:>10.2f} s"
+            f"   target <= {TARGETS['resume_scan_seconds']:g} s: {mark(scan <= TARGETS['resume_scan_seconds'])}"
+            f"  ({figures['analysis']} analyses, {figures['tracking']} tracks, {figures['shots']} shots found)"
+        ),
+    ]
+    return "\n".join(lines)
