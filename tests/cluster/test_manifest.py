@@ -17,7 +17,7 @@ import pytest
 from cluster.driver import analysis_key, render_key, run_job, shot_spec_key
 from cluster.manifest import JobManifest, RenderRecord, digest, faces_from_npz, faces_to_npz, tasks_digest
 from cluster.spec import ShotRef, parse_spec
-from jobs.democlip import make_face_clip
+from jobs.bench.clips import make_face_clip
 from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.encode import EncoderChoice
 from pipeline.faces.types import Face, FaceTask
