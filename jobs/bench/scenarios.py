@@ -31,7 +31,8 @@ class Context:
     cache_dir: str
     """Model pack cache."""
     packs: tuple[tuple[str, str], ...]
-    """(set name, pack url) of each model set: ``default``, ``production``."""
+    """(set name, pack url) of each model set: ``default``, and ``production`` when the
+    comparisons or the scaling figure run."""
     local_ray: bool
     """True when this process started its own Ray instance (peak memory of its actors only)."""
 
@@ -47,6 +48,8 @@ class Scenario:
     key: str
     enabled: Callable[[Settings], bool]
     run: Callable[[Context], dict]
+    in_ray: bool = True
+    """Runs on the benchmark's Ray instance (False: starts and stops its own cluster)."""
 
 
 def scaling_scenario(ctx: Context) -> dict:

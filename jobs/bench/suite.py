@@ -3,7 +3,8 @@
 The ceilings are measured before Ray starts, so nothing else of the benchmark
 competes for the CPUs; the comparisons then run on a private Ray instance (or
 the cluster at ``RAY_ADDRESS``), and the optional scenarios last, so that a
-failing one costs none of the figures already measured.  What is measured so far
+failing one costs none of the figures already measured.  Scenarios that bring
+their own Ray cluster (``Scenario.in_ray`` False) run after that instance is shut down.  What is measured so far
 is kept in ``bench.partial.json`` after every step.
 """
 
@@ -21,7 +22,7 @@ from jobs.bench.ceiling import measure_ceiling, scrfd_cost
 from jobs.bench.inputs import make_clip, production_pack, source_picture
 from jobs.bench.report import derive
 from jobs.bench.runs import compare
-from jobs.bench.scenarios import SCENARIOS, Context
+from jobs.bench.scenarios import SCENARIOS, Context, Scenario
 from jobs.bench.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -87,8 +88,11 @@ def run_benchmark(settings: Settings) -> dict:
         "settings": settings.record(),
         "comparisons": [],
     }
-    prod_pack = production_pack(out, cache_dir, tiny=settings.tiny)
-    cases = plan_cases(settings, prod_pack)
+    production = (
+        production_pack(out, cache_dir, tiny=settings.tiny) if settings.compare or settings.scaling else None
+    )
+    packs = [("default", "builtin:default")] + ([("production", production)] if production else [])
+    cases = plan_cases(settings, production) if production else []
 
     ceilings: dict[Case, dict] = {}
     for case in cases:
@@ -101,7 +105,12 @@ def run_benchmark(settings: Settings) -> dict:
         )
 
     local_ray = not os.environ.get("RAY_ADDRESS")
-    started_ray = _start_ray(settings, local_ray)
+    ctx = Context(
+        settings=settings, source=source, cache_dir=cache_dir, packs=tuple(packs), local_ray=local_ray
+    )
+    wanted = [s for s in SCENARIOS if s.enabled(settings)]
+    in_ray = [s for s in wanted if s.in_ray]
+    started_ray = bool(cases or in_ray) and _start_ray(settings, local_ray)
     try:
         for case in cases:
             comp = compare(
@@ -121,30 +130,29 @@ def run_benchmark(settings: Settings) -> dict:
             comp["ceiling"] = dict(ceilings[case])
             results["comparisons"].append(comp)
             _checkpoint(results, out)
-        ctx = Context(
-            settings=settings,
-            source=source,
-            cache_dir=cache_dir,
-            packs=(("default", "builtin:default"), ("production", prod_pack)),
-            local_ray=local_ray,
-        )
-        for scenario in SCENARIOS:
-            if not scenario.enabled(settings):
-                continue
-            try:
-                results[scenario.key] = scenario.run(ctx)
-            except Exception as exc:
-                logger.exception("%s scenario failed", scenario.key)
-                results[scenario.key] = {"error": f"{type(exc).__name__}: {exc}"}
-            _checkpoint(results, out)
+        for scenario in in_ray:
+            _run_scenario(scenario, ctx, results)
     finally:
         if started_ray:
             import ray
 
             ray.shutdown()
+    for scenario in wanted:
+        if not scenario.in_ray:
+            _run_scenario(scenario, ctx, results)
     results["machine"]["load_after"] = _load()
     results["wall_seconds"] = time.perf_counter() - started
     return derive(results)
+
+
+def _run_scenario(scenario: Scenario, ctx: Context, results: dict[str, Any]) -> None:
+    """Run one scenario into ``results``; a failure is recorded under its key, never raised."""
+    try:
+        results[scenario.key] = scenario.run(ctx)
+    except Exception as exc:
+        logger.exception("%s scenario failed", scenario.key)
+        results[scenario.key] = {"error": f"{type(exc).__name__}: {exc}"}
+    _checkpoint(results, ctx.out)
 
 
 def _ceiling(settings: Settings, case: Case, clip: str, source: str, cache_dir: str) -> dict:
