@@ -27,7 +27,7 @@ import cv2
 import numpy as np
 import yaml
 
-from jobs.democlip import make_face_clip, write_source_image
+from jobs.bench.clips import make_face_clip, write_source_image
 
 SHOT = "astronaut"
 

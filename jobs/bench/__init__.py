@@ -1,0 +1,11 @@
+"""The benchmark's parts, behind the ``python -m jobs.benchmark`` entrypoint.
+
+``settings`` (what to run), ``inputs`` (clips, source picture, production-cost pack),
+``runs`` (the naive loop and Recast jobs, compared on one clip), ``ceiling`` (the
+machine's limit per clip), ``scenarios`` (4-chunk scaling, memory, the demo job),
+``suite`` (one whole run), ``report`` (derived figures, targets, the table).
+Helpers: ``clips`` (the generated astronaut clip, also used by the demo), ``naive``
+(the naive face-swap loop), ``memory`` (actor peak memory from ``/proc``),
+``standins`` and ``onnxgraph`` (stand-in ONNX models with production contracts).
+Nothing here imports from ``tests/``: the cluster image runs the benchmark without it.
+"""

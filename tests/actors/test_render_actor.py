@@ -10,7 +10,7 @@ import pytest
 import ray
 
 from actors.render import IdentitySource, RenderActor, RenderConfig
-from jobs.democlip import make_face_clip, write_source_image
+from jobs.bench.clips import make_face_clip, write_source_image
 from pipeline import storage
 from pipeline.chunking import plan_chunks
 from pipeline.encode import EncodeSettings

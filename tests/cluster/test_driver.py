@@ -10,7 +10,7 @@ import pytest
 
 from cluster.driver import run_job
 from cluster.spec import parse_spec
-from jobs.democlip import write_source_image
+from jobs.bench.clips import write_source_image
 from pipeline import storage
 from pipeline.errors import SpecError
 from tests.media import ClipSpec, make_clip, read_index

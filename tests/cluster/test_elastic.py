@@ -20,7 +20,7 @@ import ray
 
 from cluster.driver import JobRunner
 from cluster.spec import parse_spec
-from jobs.democlip import write_source_image
+from jobs.bench.clips import write_source_image
 from tests.conftest import free_port
 from tests.media import ClipSpec, make_clip, read_index
 from tests.raytools import RAY_ENV, REPO

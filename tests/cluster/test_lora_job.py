@@ -25,7 +25,7 @@ from skimage import data
 
 from cluster.driver import run_job
 from cluster.spec import parse_spec
-from jobs.democlip import insightface_image
+from jobs.bench.clips import insightface_image
 from pipeline.errors import ModelPackError
 from pipeline.lora import prepare_model, write_adapter
 from pipeline.models.default_pack import YUNET_CONTRACT, float_yunet_bytes

@@ -19,7 +19,7 @@ from cluster.keys import JobKeys
 from cluster.manifest import JobManifest, RenderRecord, digest, faces_from_npz, faces_to_npz, tasks_digest
 from cluster.shots import ShotRef
 from cluster.spec import parse_spec
-from jobs.democlip import make_face_clip
+from jobs.bench.clips import make_face_clip
 from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.encode import EncoderChoice
 from pipeline.faces.types import Face, FaceTask

@@ -22,7 +22,7 @@ import yaml
 
 from cluster.checks import prepare_job
 from cluster.spec import parse_spec
-from jobs.democlip import make_face_clip, write_source_image
+from jobs.bench.clips import make_face_clip, write_source_image
 from pipeline import storage
 from pipeline.errors import SpecError
 from pipeline.provenance.audit import AuditLog

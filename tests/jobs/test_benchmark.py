@@ -2,7 +2,7 @@
 
 Runs ``python -m jobs.benchmark --tiny`` in a subprocess (its own private Ray
 instance, as a user would run it) and checks that ``bench.json`` has every
-figure the issue asks for, with the ratios computed from the measured values.
+figure of the report, with the ratios computed from the measured values.
 No timing assertions: the figures of a tiny run on a shared machine mean nothing.
 """
 
@@ -116,7 +116,7 @@ def test_ceiling_and_targets(bench: tuple[dict, str]) -> None:
 
 
 def test_four_chunk_scaling_figure(bench: tuple[dict, str]) -> None:
-    """Issue 5's figure: one 4-chunk shot per model set on 1 actor and on one actor per core, 1 CPU each."""
+    """One 4-chunk shot per model set on 1 actor and on one actor per core, 1 CPU each."""
     results, text = bench
     cores = results["machine"]["cores"]
     if cores < 2:

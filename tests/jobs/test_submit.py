@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
-from jobs.democlip import make_face_clip, write_source_image
+from jobs.bench.clips import make_face_clip, write_source_image
 from pipeline import storage
 from pipeline.probe import probe
 from tests.raytools import ray_head, s3_env_vars

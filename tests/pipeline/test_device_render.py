@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from jobs.bench import onnxgraph, standins
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.device_render import DeviceFaceRenderer
@@ -26,7 +27,6 @@ from pipeline.faces.types import FaceTask
 from pipeline.models.loader import FaceModels, load_face_models
 from pipeline.models.pack import load_pack
 from pipeline.models.runner import ExecutionConfig
-from tests import standins
 from tests.faces_data import astronaut
 
 # YuNet (default pack) on skimage.data.astronaut(), measured once.
@@ -235,7 +235,7 @@ def _batch_one_swapper(path: str) -> None:
     """An inswapper-contract model that only runs batch 1 once converted (a fixed Reshape), as some exports do."""
     from onnx import helper, numpy_helper
 
-    g = standins.GraphBuilder(seed=11)
+    g = onnxgraph.GraphBuilder(seed=11)
     fixed = g.op("Reshape", ["target", g.const(np.array([1, 3, 128, 128], np.int64))])
     src = g.op("ReduceSum", ["source", g.const(np.array([1], np.int64))], keepdims=1)
     zero = g.op(
@@ -245,11 +245,11 @@ def _batch_one_swapper(path: str) -> None:
     g.nodes.append(helper.make_node("Identity", [out], ["output"]))
     g.inits.append(numpy_helper.from_array(np.eye(512, dtype=np.float32), "emap"))
     model = g.model(
-        [standins._vi("target", [1, 3, 128, 128]), standins._vi("source", [1, 512])],
-        [standins._vi("output", [1, 3, 128, 128])],
+        [onnxgraph.value_info("target", [1, 3, 128, 128]), onnxgraph.value_info("source", [1, 512])],
+        [onnxgraph.value_info("output", [1, 3, 128, 128])],
         "batch_one_swapper",
     )
-    standins._save(model, path, {})
+    onnxgraph.save_model(model, path, {})
 
 
 def test_a_swapper_that_refuses_batches_runs_one_face_per_call(tmp_path, ort_models, someone) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 import pytest
 
+from jobs.bench import standins
 from pipeline.errors import ModelPackError, SpecError
 from pipeline.faces.align import template_points
 from pipeline.faces.config import FaceConfig
@@ -30,7 +31,6 @@ from pipeline.models.inswapper import InSwapper, PreparedSource
 from pipeline.models.loader import FaceModels, load_face_models
 from pipeline.models.pack import ModelEntry, load_pack
 from pipeline.models.runner import ExecutionConfig, make_runner, run_batched
-from tests import standins
 from tests.faces_data import astronaut
 from tests.lora_models import make_swapper
 

@@ -12,6 +12,7 @@ import pytest
 import skimage.data
 from onnx import numpy_helper
 
+from jobs.bench import standins
 from pipeline.errors import FaceError, ModelPackError
 from pipeline.faces.align import estimate_similarity, template_points, warp_crops
 from pipeline.faces.blend import paste_back
@@ -26,7 +27,6 @@ from pipeline.models.pack import ModelEntry, load_pack
 from pipeline.models.runner import ExecutionConfig, make_runner
 from pipeline.models.scrfd import ScrfdDetector
 from pipeline.models.xseg import XsegOccluder
-from tests import standins
 
 CPU = ExecutionConfig()
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import fsspec
 import pytest
 
+from jobs.bench import standins
 from pipeline.errors import ModelPackError
 from pipeline.models.pack import BUILTIN_DEFAULT, load_pack
-from tests import standins
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jobs.bench import standins
 from pipeline.faces.analyze import FaceAnalyzer, to_uint8
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.faces.identity import Identity, identity_from_images
@@ -19,7 +20,6 @@ from pipeline.models.loader import FaceModels
 from pipeline.models.pack import ModelEntry
 from pipeline.models.runner import ExecutionConfig, make_runner
 from pipeline.models.xseg import XsegOccluder
-from tests import standins
 from tests.faces_data import astronaut, default_models, default_pack, t1  # noqa: F401  (fixtures)
 
 CPU = ExecutionConfig(providers=("CPUExecutionProvider",))

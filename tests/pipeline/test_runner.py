@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jobs.bench import standins
 from pipeline.errors import ModelPackError
 from pipeline.faces.types import Face
 from pipeline.models.arcface import ArcFaceRecognizer
@@ -31,7 +32,6 @@ from pipeline.models.runner import (
 )
 from pipeline.models.scrfd import ScrfdDetector
 from pipeline.models.xseg import XsegOccluder
-from tests import standins
 
 HAS_TORCH = (
     importlib.util.find_spec("torch") is not None and importlib.util.find_spec("onnx2torch") is not None

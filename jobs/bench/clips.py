@@ -2,17 +2,14 @@
 
 * :func:`make_face_clip`: the astronaut from ``skimage.data`` animated with a
   slow pan and zoom (public domain picture), H.264 with a 440 Hz AAC tone and
-  a timecode, at any size and length.  Used by the demo and by the tests.
+  a timecode, at any size and length.  Used by the demo, the benchmark and the tests.
 * :func:`write_source_image`: a source identity picture: insightface's
   ``t1.jpg`` group photo (pick a face with ``face_index``), loaded from the
   installed package and written next to the job, never committed.
-
-    python -m jobs.democlip out/demo/shot.mp4 --seconds 60 --width 640 --height 360
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import math
 import os
@@ -134,18 +131,3 @@ def write_source_image(path: str) -> str:
     os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
     shutil.copyfile(insightface_image("t1.jpg"), path)
     return path
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Write the demo face clip.")
-    parser.add_argument("path")
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--fps", type=int, default=24)
-    parser.add_argument("--width", type=int, default=640)
-    parser.add_argument("--height", type=int, default=360)
-    args = parser.parse_args()
-    make_face_clip(args.path, seconds=args.seconds, fps=args.fps, width=args.width, height=args.height)
-
-
-if __name__ == "__main__":
-    main()

@@ -9,18 +9,13 @@ ONNX Runtime as those tools run it: every core for each model call and its own
 direct convolutions (no Winograd rewrite, ``cpu_winograd=False``), the same encoder
 settings as the Recast run it is compared with.  Nothing overlaps: while a model runs,
 nothing is decoded or encoded.  Ray-free.
-
-    .venv/bin/python -m jobs.naive clip.mp4 out.mp4 --source face.jpg --pack builtin:default
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import av
 
@@ -53,12 +48,6 @@ class NaiveResult:
     @property
     def fps(self) -> float:
         return self.frames / self.loop_seconds if self.loop_seconds > 0 else 0.0
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out["fps"] = round(self.fps, 3)
-        out["stage_seconds"] = {k: round(v, 4) for k, v in self.stage_seconds.items()}
-        return out
 
 
 def naive_render(
@@ -105,6 +94,8 @@ def naive_render(
             av_frame = next(decoded, None)
             if av_frame is None:
                 break
+            if av_frame.pts is None:
+                raise ValueError(f"{clip_path}: frame {frames} has no timestamp")
             rgb = av_frame.to_ndarray(format="rgb24")
             stages["decode"] += time.perf_counter() - t0
             faces = analyzer.analyze([rgb], embed=True)[0]
@@ -132,30 +123,3 @@ def naive_render(
         stage_seconds=stages,
         encoder=choice.name,
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run the naive sequential face-swap loop on one clip.")
-    parser.add_argument("clip")
-    parser.add_argument("out")
-    parser.add_argument("--source", required=True, help="source face picture")
-    parser.add_argument("--face-index", type=int, default=0)
-    parser.add_argument("--pack", default="builtin:default")
-    parser.add_argument("--enhance", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    result = naive_render(
-        args.clip,
-        args.out,
-        pack_url=args.pack,
-        source_image=args.source,
-        face_index=args.face_index,
-        enhance=args.enhance,
-    )
-    print(json.dumps(result.to_dict(), indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

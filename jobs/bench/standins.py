@@ -11,101 +11,25 @@ value ranges of the production files:
 * production-cost ones (``size="production"``) with about the parameter count
   and FLOPs of the real models, to measure what a frame costs on a machine.
 
-``write_pack`` writes a complete pack folder with ``manifest.json``.
-Run ``python -m tests.standins --bench DIR`` to write the production-cost
-models into DIR and time one call of each on this machine.
+``write_pack`` writes a complete pack folder with ``manifest.json``;
+``write_production_models`` the production-cost models the benchmark uses.
+Weights come from fixed seeds: the same call writes the same bytes.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
-import hashlib
 import json
 import os
-import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
+
+from jobs.bench.onnxgraph import GraphBuilder, save_model, value_info
+from pipeline.models.pack import sha256_file
 
 Size = Literal["tiny", "production"]
-OPSET = 17
-ARCFACE_112 = np.array(
-    [[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366], [41.5493, 92.3655], [70.7299, 92.2041]],
-    dtype=np.float32,
-)
-
-
-class GraphBuilder:
-    """Tiny helper over onnx.helper that also counts parameters and multiply-adds."""
-
-    def __init__(self, seed: int = 0) -> None:
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self.rng = np.random.default_rng(seed)
-        self.params = 0
-        self.macs = 0
-        self._n = 0
-
-    def name(self, prefix: str) -> str:
-        self._n += 1
-        return f"{prefix}_{self._n}"
-
-    def const(self, value: np.ndarray, prefix: str = "c") -> str:
-        name = self.name(prefix)
-        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
-        return name
-
-    def weight(self, shape: Sequence[int], fan_in: int, prefix: str = "w") -> str:
-        self.params += int(np.prod(shape))
-        w = self.rng.standard_normal(size=tuple(shape), dtype=np.float32) * np.float32(1.0 / np.sqrt(fan_in))
-        return self.const(w, prefix)
-
-    def op(self, op_type: str, inputs: Sequence[str], n_out: int = 1, **attrs: Any) -> str:
-        outs = [self.name(op_type.lower()) for _ in range(n_out)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), outs, **attrs))
-        return outs[0]
-
-    def conv(
-        self, x: str, cin: int, cout: int, k: int, hw_out: tuple[int, int], stride: int = 1, relu: bool = True
-    ) -> str:
-        w = self.weight((cout, cin, k, k), cin * k * k)
-        b = self.const(np.zeros(cout, np.float32), "b")
-        self.params += cout
-        self.macs += cin * cout * k * k * hw_out[0] * hw_out[1]
-        y = self.op("Conv", [x, w, b], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
-        return self.op("Relu", [y]) if relu else y
-
-    def gemm(self, x: str, cin: int, cout: int) -> str:
-        w = self.weight((cin, cout), cin)
-        b = self.const(np.zeros(cout, np.float32), "b")
-        self.params += cout
-        self.macs += cin * cout
-        return self.op("Gemm", [x, w, b])
-
-    def model(
-        self, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto], name: str
-    ) -> onnx.ModelProto:
-        graph = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.inits)
-        model = helper.make_model(
-            graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="recast-standins"
-        )
-        model.ir_version = 8
-        onnx.checker.check_model(model)
-        return model
-
-
-def _vi(name: str, shape: Sequence[int | str | None]) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
-
-
-def _save(model: onnx.ModelProto, path: str, stats: dict[str, Any]) -> dict[str, Any]:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    onnx.save(model, path)
-    return {"path": path, **stats}
 
 
 # --------------------------------------------------------------------------- detector (SCRFD det_10g I/O)
@@ -195,11 +119,11 @@ def scrfd(
         g.nodes.append(helper.make_node("Identity", [src], [dst]))
     ks = [1, 1, 1, 4, 4, 4, 10, 10, 10]
     out_vi = [
-        _vi(n, [batch, None, k] if batched else [None, k])
+        value_info(n, [batch, None, k] if batched else [None, k])
         for n, k in zip(SCRFD_OUTPUT_NAMES, ks, strict=True)
     ]
-    model = g.model([_vi(x, [batch, 3, None, None])], out_vi, "scrfd_standin")
-    return _save(model, path, {"params": g.params, "gflops_at_640": 2 * g.macs / 1e9})
+    model = g.model([value_info(x, [batch, 3, None, None])], out_vi, "scrfd_standin")
+    return save_model(model, path, {"params": g.params, "gflops_at_640": 2 * g.macs / 1e9})
 
 
 # --------------------------------------------------------------------------- recognizer (ArcFace w600k_r50 I/O)
@@ -233,11 +157,11 @@ def arcface(
         y = g.gemm(flat, 512 * 7 * 7, embedding_dim)
     g.nodes.append(helper.make_node("Identity", [y], ["683"]))
     model = g.model(
-        [_vi(x, ["None", 3, input_size, input_size])],
-        [_vi("683", ["None", embedding_dim])],
+        [value_info(x, ["None", 3, input_size, input_size])],
+        [value_info("683", ["None", embedding_dim])],
         "arcface_standin",
     )
-    return _save(model, path, {"params": g.params, "gflops": 2 * g.macs / 1e9})
+    return save_model(model, path, {"params": g.params, "gflops": 2 * g.macs / 1e9})
 
 
 # --------------------------------------------------------------------------- swapper (inswapper_128 I/O)
@@ -300,11 +224,14 @@ def inswapper(
     g.inits.append(numpy_helper.from_array(emap, "emap"))
     g.params += emap.size
     model = g.model(
-        [_vi("target", [batch, 3, target_size, target_size]), _vi("source", [batch, source_dim])],
-        [_vi("output", [batch, 3, target_size, target_size])],
+        [
+            value_info("target", [batch, 3, target_size, target_size]),
+            value_info("source", [batch, source_dim]),
+        ],
+        [value_info("output", [batch, 3, target_size, target_size])],
         "inswapper_standin",
     )
-    return _save(model, path, {"params": g.params, "gflops": 2 * g.macs / 1e9})
+    return save_model(model, path, {"params": g.params, "gflops": 2 * g.macs / 1e9})
 
 
 # --------------------------------------------------------------------------- enhancer (GFPGAN 1.4 I/O)
@@ -347,8 +274,10 @@ def gfpgan(path: str, size: Size = "tiny", *, input_size: int = 512, identity: b
             y = g.op("Mul", [y, g.op("Sigmoid", [mod])])
         y = g.op("Tanh", [g.conv(y, chans[0], 3, 3, (s, s), relu=False)])
     g.nodes.append(helper.make_node("Identity", [y], ["output"]))
-    model = g.model([_vi("input", [1, 3, s, s])], [_vi("output", [1, 3, s, s])], "gfpgan_standin")
-    return _save(model, path, {"params": g.params, "gflops": 2 * g.macs / 1e9})
+    model = g.model(
+        [value_info("input", [1, 3, s, s])], [value_info("output", [1, 3, s, s])], "gfpgan_standin"
+    )
+    return save_model(model, path, {"params": g.params, "gflops": 2 * g.macs / 1e9})
 
 
 # --------------------------------------------------------------------------- occluder (XSeg I/O)
@@ -371,10 +300,10 @@ def xseg(
         mask = g.op("Sigmoid", [g.conv(nchw, 3, 1, 3, (s, s), relu=False)])
         y = g.op("Transpose", [mask], perm=[0, 2, 3, 1])
     g.nodes.append(helper.make_node("Identity", [y], ["output"]))
-    in_shape = ["N", s, s, 3] if channels_last else ["N", 3, s, s]
-    out_shape = ["N", s, s, 1] if channels_last else ["N", 1, s, s]
-    model = g.model([_vi("input", in_shape)], [_vi("output", out_shape)], "xseg_standin")
-    return _save(model, path, {"params": g.params})
+    in_shape: list[int | str] = ["N", s, s, 3] if channels_last else ["N", 3, s, s]
+    out_shape: list[int | str] = ["N", s, s, 1] if channels_last else ["N", 1, s, s]
+    model = g.model([value_info("input", in_shape)], [value_info("output", out_shape)], "xseg_standin")
+    return save_model(model, path, {"params": g.params})
 
 
 # --------------------------------------------------------------------------- packs
@@ -392,14 +321,6 @@ CONTRACTS: dict[str, dict[str, Any]] = {
     "enhancer": {"input_size": [512, 512], "blend": 0.8},
     "occluder": {"input_size": [256, 256]},
 }
-
-
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def write_model(role: str, path: str, size: Size = "tiny") -> dict[str, Any]:
@@ -425,7 +346,7 @@ def write_manifest(
     for entry in entries:
         entry = dict(entry)
         if entry.get("file") and "sha256" not in entry:
-            entry["sha256"] = sha256_of(os.path.join(folder, entry["file"]))
+            entry["sha256"] = sha256_file(os.path.join(folder, entry["file"]))
         models.append(entry)
     path = os.path.join(folder, "manifest.json")
     with open(path, "w") as fh:
@@ -468,87 +389,3 @@ def write_production_models(folder: str) -> dict[str, dict[str, Any]]:
         with open(stats_path, "w") as fh:
             json.dump(stats, fh)
     return stats
-
-
-def _bench(folder: str, repeats: int, threads: int = 0) -> None:
-    """Time one call of each role class on the production-cost stand-ins.
-
-    Wall milliseconds (median and best) and process CPU milliseconds (all
-    threads): on a shared machine the CPU figure is the steadier one.
-    """
-    from pipeline.faces.types import Face
-    from pipeline.models.runner import ExecutionConfig, make_runner
-
-    stats = write_production_models(folder)
-    config = ExecutionConfig(intra_op_threads=threads)
-    from pipeline.models.pack import ModelEntry
-
-    rng = np.random.default_rng(0)
-    frame = rng.integers(0, 255, (720, 1280, 3), dtype=np.uint8)
-    results: dict[str, Any] = {}
-    for role, (kind, file) in PRODUCTION_FILES.items():
-        if role not in stats:
-            continue
-        entry = ModelEntry(role=role, kind=kind, file=file, sha256="0" * 64, contract=CONTRACTS[role])
-        runner = make_runner(os.path.join(folder, file), config)
-        if role == "detector":
-            from pipeline.models.scrfd import ScrfdDetector
-
-            model = ScrfdDetector(runner, entry)
-            call = functools.partial(model.detect, frame)
-        elif role == "recognizer":
-            from pipeline.models.arcface import ArcFaceRecognizer
-
-            rec = ArcFaceRecognizer(runner, entry)
-            face = Face(
-                box=np.array([500, 200, 700, 450], np.float32),
-                landmarks=ARCFACE_112 * 2 + [450, 200],
-                score=1.0,
-            )
-            call = functools.partial(rec.embed, frame, [face])
-        elif role == "swapper":
-            from pipeline.models.inswapper import InSwapper
-
-            sw = InSwapper(runner, entry)
-            latent = sw.latent_from_embedding(rng.standard_normal(512).astype(np.float32))
-            crops = rng.integers(0, 255, (1, 128, 128, 3), dtype=np.uint8)
-            call = functools.partial(sw.swap, crops, [latent])
-        else:
-            from pipeline.models.gfpgan import GfpganEnhancer
-
-            en = GfpganEnhancer(runner, entry)
-            crops512 = rng.integers(0, 255, (1, 512, 512, 3), dtype=np.uint8)
-            call = functools.partial(en.enhance, crops512)
-        call()  # warm-up
-        times, cpu = [], []
-        for _ in range(repeats):
-            t0, c0 = time.perf_counter(), time.process_time()
-            call()
-            times.append((time.perf_counter() - t0) * 1000)
-            cpu.append((time.process_time() - c0) * 1000)
-        results[role] = {
-            **stats[role],
-            "ms_median": round(float(np.median(times)), 1),
-            "ms_min": round(min(times), 1),
-            "cpu_ms_median": round(float(np.median(cpu)), 1),
-        }
-        del runner
-    print(json.dumps(results, indent=1))
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--bench", metavar="DIR", help="write production-cost stand-ins into DIR and time them"
-    )
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0 = all cores)"
-    )
-    args = parser.parse_args()
-    if args.bench:
-        _bench(args.bench, args.repeats, args.threads)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,60 @@
+"""The benchmark's command line and package, without running anything (Ray-free)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from jobs.bench.scenarios import SCENARIOS
+from jobs.bench.settings import TINY, Settings
+from jobs.benchmark import main, parse_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_flags_become_settings() -> None:
+    settings, report = parse_settings(["--tiny", "--out", "/x", "--memory", "--no-scaling"])
+    assert report is None and settings is not None
+    assert settings.out == "/x" and settings.memory and not settings.scaling
+    assert all(getattr(settings, key) == value for key, value in TINY.items())
+    # the production clip length sets its chunk length: two chunks per clip
+    settings, _ = parse_settings(["--production-seconds", "10"])
+    assert settings is not None and settings.production_chunk_seconds == 5.0
+    # without the comparisons, the scaling figure runs only when asked for
+    settings, _ = parse_settings(["--no-compare"])
+    assert settings is not None and not settings.compare and not settings.scaling
+    assert parse_settings(["--report", "bench.json"]) == (None, "bench.json")
+
+
+def test_every_scenario_has_its_switch_in_the_settings() -> None:
+    names = {f.name for f in fields(Settings)}
+    assert [s.key for s in SCENARIOS] == ["scaling", "memory", "demo"]
+    assert {s.key for s in SCENARIOS} <= names
+    off = Settings(out="x", scaling=False)
+    assert not any(s.enabled(off) for s in SCENARIOS)
+
+
+@pytest.mark.parametrize("module", ["jobs.benchmark", "jobs.bench.suite", "jobs.bench.standins"])
+def test_the_benchmark_imports_nothing_from_tests(module: str) -> None:
+    """The cluster image ships ``jobs/`` without ``tests/``."""
+    code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'tests'))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_run_with_nothing_to_measure_writes_an_empty_report(tmp_path: Path) -> None:
+    """No comparisons and no scenarios: no Ray, no production pack, still a table."""
+    assert main(["--tiny", "--no-compare", "--no-scaling", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "bench.json").read_text())
+    assert results["comparisons"] == [] and results["targets"] == []
+    assert not (tmp_path / "tiny-pack").exists()
+    assert "targets (" in (tmp_path / "bench.txt").read_text()
+    # the table re-renders from bench.json alone
+    assert main(["--report", str(tmp_path / "bench.json")]) == 0
