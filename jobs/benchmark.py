@@ -85,6 +85,15 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
     scenarios.add_argument("--memory-fps", type=int, default=4)
     scenarios.add_argument("--demo", action="store_true", help="also the demo job with 1 and N actors")
     scenarios.add_argument("--demo-seconds", type=float, default=20.0)
+    scenarios.add_argument(
+        "--scale", action="store_true", help="also the driver at feature-film scale (simulated actors)"
+    )
+    scenarios.add_argument("--scale-shots", type=int, default=300)
+    scenarios.add_argument("--scale-chunks-per-shot", type=int, default=30)
+    scenarios.add_argument("--scale-actors", type=int, default=256)
+    scenarios.add_argument(
+        "--scale-time-scale", type=float, default=0.5, help="modelled chunk times x this (default 0.5)"
+    )
     args = parser.parse_args(argv)
     if args.report:
         return None, args.report
@@ -95,6 +104,11 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
         "memory_fps": args.memory_fps,
         "demo": args.demo,
         "demo_seconds": args.demo_seconds,
+        "scale": args.scale,
+        "scale_shots": args.scale_shots,
+        "scale_chunks_per_shot": args.scale_chunks_per_shot,
+        "scale_actors": args.scale_actors,
+        "scale_time_scale": args.scale_time_scale,
     }
     if args.quick:
         fields.update(QUICK)

@@ -293,10 +293,23 @@ def _demo_section(results: dict, cores: int) -> list[str]:
     return lines
 
 
+def _scale_section(results: dict, cores: int) -> list[str]:
+    """The driver at feature-film scale, its targets marked."""
+    scale = results.get("scale")
+    if not scale:
+        return []
+    if "error" in scale:
+        return ["", f"driver at scale: failed: {scale['error']}"]
+    from jobs.bench.scale import scale_table
+
+    return ["", scale_table(scale)]
+
+
 SCENARIO_SECTIONS: tuple[Callable[[dict, int], list[str]], ...] = (
     _scaling_section,
     _memory_section,
     _demo_section,
+    _scale_section,
 )
 """The optional scenarios' table sections, in order."""
 

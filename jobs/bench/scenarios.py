@@ -162,9 +162,34 @@ def demo_scenario(ctx: Context) -> dict:
     return result
 
 
+def scale_scenario(ctx: Context) -> dict:
+    """The real driver on a simulated feature-film job (its own Ray instance; see ``jobs.bench.scale``)."""
+    import logging as logging_
+
+    import ray
+
+    from jobs.bench.scale import ScaleSettings, run_scale
+
+    settings = ctx.settings
+    scale = ScaleSettings(
+        out=os.path.join(ctx.out, "scale"),
+        shots=settings.scale_shots,
+        chunks_per_shot=settings.scale_chunks_per_shot,
+        actors=settings.scale_actors,
+        hosts=max(1, min(16, settings.scale_actors // 16)),
+        time_scale=settings.scale_time_scale,
+    )
+    ray.init(logging_level=logging_.WARNING, include_dashboard=False)
+    try:
+        return run_scale(scale)
+    finally:
+        ray.shutdown()
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("scaling", lambda s: s.scaling and s.cores > 1, scaling_scenario),
     Scenario("memory", lambda s: s.memory, memory_scenario),
     Scenario("demo", lambda s: s.demo, demo_scenario),
+    Scenario("scale", lambda s: s.scale, scale_scenario, in_ray=False),
 )
 """The optional scenarios, in the order they run (after the comparisons)."""

@@ -40,6 +40,13 @@ class Settings:
     """Default-pack chunk length of the scaling shot (4 chunks)."""
     scaling_production_fps: int = 6
     """Frame rate of the production-set scaling shot (4 chunks of 1 s; keeps it to minutes)."""
+    scale: bool = False
+    """The driver at feature-film scale against simulated actors (``jobs.bench.scale``)."""
+    scale_shots: int = 300
+    scale_chunks_per_shot: int = 30
+    scale_actors: int = 256
+    scale_time_scale: float = 0.5
+    """Modelled chunk times are multiplied by this (below 1: completions arrive faster)."""
     tiny: bool = False
     """Test scale: small frames, tiny stand-ins for the production set (figures meaningless)."""
 
