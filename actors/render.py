@@ -44,7 +44,7 @@ from pipeline.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.types import Face, FaceTask
-from pipeline.models.runner import ExecutionConfig
+from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.probe import VideoInfo
 from pipeline.provenance.watermark import WatermarkConfig
 from pipeline.stages import StageTimes, run_stages
@@ -144,7 +144,7 @@ class RenderWorker:
 
     def _setup(self) -> None:
         from pipeline.faces.analyze import FaceAnalyzer
-        from pipeline.faces.render import make_renderer
+        from pipeline.faces.renderers import make_renderer
         from pipeline.models.loader import load_face_models
         from pipeline.models.pack import load_pack
 

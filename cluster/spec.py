@@ -42,7 +42,7 @@ from pipeline.configbase import Frozen
 from pipeline.encode import EncodeSettings
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig, SelectionConfig
-from pipeline.models.runner import ExecutionConfig
+from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.tracking import TrackingConfig
 
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv")

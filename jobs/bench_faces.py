@@ -47,11 +47,11 @@ def bench(
     from pipeline.faces.analyze import FaceAnalyzer
     from pipeline.faces.config import FaceConfig
     from pipeline.faces.identity import identity_from_images
-    from pipeline.faces.render import FaceRenderer
+    from pipeline.faces.renderers.cpu import FaceRenderer
     from pipeline.faces.types import FaceTask
     from pipeline.models.loader import load_face_models
     from pipeline.models.pack import load_pack
-    from pipeline.models.runner import ExecutionConfig
+    from pipeline.models.runtime.settings import ExecutionConfig
 
     cache = tempfile.mkdtemp(prefix="bench-faces-") if pack_url == "builtin:default" else None
     pack = load_pack(pack_url, cache_dir=cache)

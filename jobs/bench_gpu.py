@@ -146,7 +146,8 @@ def load_models(pack_dir: str, settings: Settings) -> Any:
     """Role objects: detector on ONNX Runtime CPU; swapper and enhancer on torch (fp16 on CUDA)."""
     from pipeline.models.loader import FaceModels, role_class
     from pipeline.models.pack import load_pack
-    from pipeline.models.runner import ExecutionConfig, make_runner
+    from pipeline.models.runtime import make_runner
+    from pipeline.models.runtime.settings import ExecutionConfig
 
     pack = load_pack(pack_dir, cache_dir=os.path.join(settings.out, "pack-cache"))
     cpu = ExecutionConfig(providers=("CPUExecutionProvider",))

@@ -339,11 +339,11 @@ def measure_ceiling(
     from pipeline.faces.analyze import FaceAnalyzer
     from pipeline.faces.config import FaceConfig
     from pipeline.faces.identity import load_identity
-    from pipeline.faces.render import FaceRenderer
+    from pipeline.faces.renderers.cpu import FaceRenderer
     from pipeline.faces.types import FaceTask
     from pipeline.models.loader import load_face_models
     from pipeline.models.pack import load_pack
-    from pipeline.models.runner import ExecutionConfig
+    from pipeline.models.runtime.settings import ExecutionConfig
     from pipeline.probe import probe
 
     execution = ExecutionConfig(intra_op_threads=1, cpu_winograd=winograd)
@@ -424,7 +424,8 @@ def measure_ceiling(
 def scrfd_cost(cache_dir: str, folder: str, clip: str) -> float | None:
     """CPU-s per frame of the SCRFD-sized stand-in detector (one thread), for the record."""
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import ExecutionConfig, make_runner
+    from pipeline.models.runtime import make_runner
+    from pipeline.models.runtime.settings import ExecutionConfig
     from pipeline.models.scrfd import ScrfdDetector
     from tests.standins import CONTRACTS
 

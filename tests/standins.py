@@ -477,7 +477,8 @@ def _bench(folder: str, repeats: int, threads: int = 0) -> None:
     threads): on a shared machine the CPU figure is the steadier one.
     """
     from pipeline.faces.types import Face
-    from pipeline.models.runner import ExecutionConfig, make_runner
+    from pipeline.models.runtime import make_runner
+    from pipeline.models.runtime.settings import ExecutionConfig
 
     stats = write_production_models(folder)
     config = ExecutionConfig(intra_op_threads=threads)

@@ -21,7 +21,7 @@ from pipeline.models.yunet import _nms_faces, letterbox_bgr
 
 if TYPE_CHECKING:
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import Runner
+    from pipeline.models.runtime.protocols import Runner
 
 ANCHORS = ((8, (16, 32)), (16, (64, 128)), (32, (256, 512)))
 VARIANCES = (0.1, 0.2)

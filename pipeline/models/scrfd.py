@@ -24,7 +24,7 @@ from pipeline.models.contracts import contract_fraction, contract_size
 
 if TYPE_CHECKING:
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import Runner
+    from pipeline.models.runtime.protocols import Runner
 
 STRIDES = (8, 16, 32)
 ANCHORS_PER_CELL = 2

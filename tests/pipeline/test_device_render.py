@@ -19,13 +19,14 @@ import torch
 
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.device_render import DeviceFaceRenderer
 from pipeline.faces.identity import Identity
-from pipeline.faces.render import FaceRenderer, make_renderer
+from pipeline.faces.renderers import make_renderer
+from pipeline.faces.renderers.cpu import FaceRenderer
+from pipeline.faces.renderers.device import DeviceFaceRenderer
 from pipeline.faces.types import FaceTask
 from pipeline.models.loader import FaceModels, load_face_models
 from pipeline.models.pack import load_pack
-from pipeline.models.runner import ExecutionConfig
+from pipeline.models.runtime.settings import ExecutionConfig
 from tests import standins
 from tests.faces_data import astronaut
 
@@ -204,7 +205,8 @@ def test_other_backends_are_refused_by_field(ort_models, torch_models, someone) 
 def test_actors_pick_the_device_path_only_for_torch_on_cuda(ort_models, torch_models, someone) -> None:
     config = FaceConfig(batch_size=4)
     assert type(make_renderer(ort_models, someone, config)) is FaceRenderer
-    on_cuda = torch_models.swapper.runner.device.type == "cuda"
+    assert torch_models.swapper.device is not None
+    on_cuda = torch_models.swapper.device.type == "cuda"
     expected = DeviceFaceRenderer if on_cuda else FaceRenderer
     assert type(make_renderer(torch_models, someone, config)) is expected
 
@@ -255,7 +257,7 @@ def _batch_one_swapper(path: str) -> None:
 def test_a_swapper_that_refuses_batches_runs_one_face_per_call(tmp_path, ort_models, someone) -> None:
     from pipeline.models.inswapper import InSwapper
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import make_runner
+    from pipeline.models.runtime import make_runner
 
     path = str(tmp_path / "batch_one.onnx")
     _batch_one_swapper(path)
@@ -277,7 +279,7 @@ def test_a_swapper_that_refuses_batches_runs_one_face_per_call(tmp_path, ort_mod
     ref = FaceRenderer(ref_models, someone, config).render(frames, tasks)
     renderer = DeviceFaceRenderer(dev_models, someone, config)
     dev = renderer.render(frames, tasks)
-    assert path in renderer._single  # the batch of two was refused, then run face by face
+    assert swappers["torch"].runner.one_item_per_call  # the batch of two was refused, then face by face
     assert renderer.model_seconds > 0
     for k in range(2):
         d = _diff(dev[k], ref[k])

@@ -10,19 +10,46 @@ import pytest
 from pipeline.faces.analyze import FaceAnalyzer, to_uint8
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.faces.identity import Identity, identity_from_images
-from pipeline.faces.process import FrameProcessor
-from pipeline.faces.render import FaceRenderer
+from pipeline.faces.renderers.cpu import FaceRenderer
+from pipeline.faces.select import check_selection, select_faces
 from pipeline.faces.types import FaceTask
 from pipeline.models.gfpgan import GfpganEnhancer
 from pipeline.models.inswapper import InSwapper
 from pipeline.models.loader import FaceModels
 from pipeline.models.pack import ModelEntry
-from pipeline.models.runner import ExecutionConfig, make_runner
+from pipeline.models.runtime import make_runner
+from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.models.xseg import XsegOccluder
 from tests import standins
 from tests.faces_data import astronaut, default_models, default_pack, t1  # noqa: F401  (fixtures)
 
 CPU = ExecutionConfig(providers=("CPUExecutionProvider",))
+
+
+class FrameProcessor:
+    """Analyze, select and render frame by frame (no tracking): the stages a job chains, in one call."""
+
+    def __init__(self, models, identities, selection: SelectionConfig, config: FaceConfig) -> None:
+        check_selection(selection, identities)
+        self.selection = selection
+        self.identities = dict(identities)
+        self.analyzer = FaceAnalyzer(models, batch_size=config.batch_size)
+        self.renderer = FaceRenderer(models, identities, config)
+
+    def process(self, frames):
+        faces = self.analyzer.analyze(frames, embed=self.selection.mode == "reference")
+        tasks = [
+            [
+                FaceTask(track_id=-1, identity=source, box=face.box, landmarks=face.landmarks)
+                for face, source in select_faces(per_frame, self.selection, self.identities)
+            ]
+            for per_frame in faces
+        ]
+        return self.renderer.render(frames, tasks)
+
+    @property
+    def stage_seconds(self) -> dict[str, float]:
+        return {**self.analyzer.stage_seconds, **self.renderer.stage_seconds}
 
 
 class CountingRunner:
@@ -35,9 +62,9 @@ class CountingRunner:
     def __getattr__(self, name: str):
         return getattr(self.runner, name)  # input_names, output_names, shapes, path ...
 
-    def run(self, feeds):
+    def run(self, feeds, run_options=None):
         self.batches.append(len(next(iter(feeds.values()))))
-        return self.runner.run(feeds)
+        return self.runner.run(feeds, run_options)
 
 
 @pytest.fixture(scope="module")
