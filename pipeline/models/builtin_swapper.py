@@ -11,12 +11,12 @@ end to end with nothing but ``pip``; not for delivery.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import cv2
 import numpy as np
 
-from pipeline.faces.align import warp_crops
+from pipeline.faces.align import Template, warp_crops
 from pipeline.faces.blend import face_ellipse_mask
 
 if TYPE_CHECKING:
@@ -53,7 +53,9 @@ class BuiltinSwapper:
         source = identity.source_rgb
         if source.dtype != np.uint8:
             source = cv2.convertScaleAbs(source, alpha=255.0 / float(np.iinfo(source.dtype).max))
-        crops, _ = warp_crops(source, [identity.source_landmarks], self.crop_size, self.template)
+        crops, _ = warp_crops(
+            source, [identity.source_landmarks], self.crop_size, cast(Template, self.template)
+        )
         return crops[0]
 
     def swap(self, crops: np.ndarray, prepared: Sequence[Any]) -> np.ndarray:

@@ -61,7 +61,7 @@ class RetinaFaceDetector:
         loc, conf, landmarks = (
             self.runner.run({self.input_name: blob})[self._index[k]] for k in ("loc", "conf", "landmarks")
         )
-        results = []
+        results: list[list[Face]] = []
         a = self._anchors
         for i in range(len(frames)):
             scores = conf[i, :, 1]

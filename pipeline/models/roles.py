@@ -63,7 +63,9 @@ class Swapper(Protocol):
 
     def source_tensor(self, prepared: Any, device: torch.device) -> torch.Tensor: ...
 
-    def swap_tensor(self, crops8: torch.Tensor, sources: torch.Tensor, *, batch_size: int) -> torch.Tensor: ...
+    def swap_tensor(
+        self, crops8: torch.Tensor, sources: torch.Tensor, *, batch_size: int
+    ) -> torch.Tensor: ...
 
 
 class Enhancer(Protocol):

@@ -90,7 +90,7 @@ class ScrfdDetector:
         key = (height, width, stride)
         centers = self._centers.get(key)
         if centers is None:
-            grid = np.stack(np.mgrid[:height, :width][::-1], axis=-1).astype(np.float32)
+            grid = np.stack(list(np.mgrid[:height, :width][::-1]), axis=-1).astype(np.float32)
             centers = np.repeat((grid * stride).reshape(-1, 2), ANCHORS_PER_CELL, axis=0)
             self._centers[key] = centers
         return centers

@@ -233,6 +233,26 @@ def test_cuda_fp16_matches_the_cpu_path(pack_dir, ort_models, someone, tmp_path_
     assert renderer.model_seconds > 0 and renderer.stage_seconds["swap"] > 0
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_numpy_frames_go_through_pinned_buffers(pack_dir, someone, tmp_path_factory) -> None:
+    """``render`` (numpy in and out, what the actor calls) equals ``render_tensor``, batch after batch."""
+    cache = str(tmp_path_factory.mktemp("pack-cache-cuda-pinned"))
+    cuda_models = load_face_models(load_pack(pack_dir, cache_dir=cache), ExecutionConfig(backend="torch"))
+    renderer = DeviceFaceRenderer(cuda_models, someone, FaceConfig(batch_size=2))
+    assert renderer._staging is not None
+    frame8 = astronaut()
+    for frames in ([frame8, frame8[:, ::-1].copy(), frame8], [frame8.astype(np.uint16) * 257] * 2):
+        tasks = [[_task()]] + [[] for _ in frames[1:-1]] + [[_task(3.0, 2.0)]]
+        out = renderer.render(frames, tasks)
+        stack = np.stack([frames[0], frames[-1]]).astype(
+            np.int32 if frames[0].dtype == np.uint16 else np.uint8
+        )
+        want = renderer.render_tensor(torch.from_numpy(stack).cuda(), [tasks[0], tasks[-1]]).cpu().numpy()
+        assert out[0].dtype == frames[0].dtype and np.array_equal(out[0], want[0].astype(frames[0].dtype))
+        assert np.array_equal(out[-1], want[1].astype(frames[0].dtype))
+        assert all(out[k] is frames[k] for k in range(1, len(frames) - 1))
+
+
 def _batch_one_swapper(path: str) -> None:
     """An inswapper-contract model that only runs batch 1 once converted (a fixed Reshape), as some exports do."""
     from onnx import helper, numpy_helper

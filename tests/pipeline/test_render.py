@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.faces.align import warp_crops
 from pipeline.faces.analyze import FaceAnalyzer, to_uint8
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.faces.identity import Identity, identity_from_images
@@ -215,8 +216,45 @@ def test_render_batches_across_frames_and_checks_its_input(default_models, astro
 
     with pytest.raises(SpecError, match="nobody"):
         renderer.render(frames[:1], [[FaceTask(-1, "nobody", faces[0][0].box, faces[0][0].landmarks)]])
-    with pytest.raises(SpecError, match="enhancer"):
+    with pytest.raises(SpecError, match="enhancer") as info:
         FaceRenderer(default_models, {"astro": astro}, FaceConfig(enhance=True))
+    assert info.value.field == "faces.enhance"
+    with pytest.raises(SpecError, match="occluder") as info:
+        FaceRenderer(default_models, {"astro": astro}, FaceConfig(occlusion=True))
+    assert info.value.field == "faces.occlusion"
+
+
+def test_renderers_and_model_classes_import_without_torch() -> None:
+    """torch is an optional extra: the CPU path, the role classes and the runtime never need it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import pipeline.faces.renderers, pipeline.models.loader, pipeline.models.runtime\n"
+        "import pipeline.models.inswapper, pipeline.models.gfpgan, pipeline.models.builtin_swapper\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_builtin_swapper_tensor_call_is_its_numpy_call(default_models, astro) -> None:  # noqa: F811
+    torch = pytest.importorskip("torch")
+    swapper = default_models.swapper
+    assert swapper.device is None  # no model: nothing of its own on a torch device
+    frame = t1()
+    faces = default_models.detector.detect(frame)
+    crops, _ = warp_crops(frame, [f.landmarks for f in faces], swapper.crop_size, "arcface")
+    crops = np.stack(crops)
+    prepared = [swapper.prepare(astro)] * len(crops)
+    want = swapper.swap(crops, prepared)
+    sources = torch.stack([swapper.source_tensor(p, torch.device("cpu")) for p in prepared])
+    crops8 = torch.from_numpy(crops).permute(0, 3, 1, 2).float()
+    got = swapper.swap_tensor(crops8, sources, batch_size=4)
+    assert got.dtype == torch.float32 and tuple(got.shape) == tuple(crops8.shape)
+    assert np.array_equal(got.permute(0, 2, 3, 1).numpy().astype(np.uint8), want)
 
 
 def test_analyzer_batches_model_calls_across_frames(default_pack) -> None:  # noqa: F811

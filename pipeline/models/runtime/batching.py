@@ -27,7 +27,7 @@ def run_batched(runner: Runner, feeds: dict[str, np.ndarray], run_options: Any =
     if run_options is not None and not runner.accepts_run_options:
         raise ValueError(f"{runner.path}: this runner ({runner.providers}) takes no ONNX Runtime RunOptions")
     n = next(iter(feeds.values())).shape[0]
-    fixed = {batch_dim(runner, i) for i in range(len(runner.input_names))} - {None}
+    fixed = {d for i in range(len(runner.input_names)) if (d := batch_dim(runner, i)) is not None}
     if n == 0:
         raise ValueError("run_batched needs at least one item")
     if not fixed or fixed == {n}:

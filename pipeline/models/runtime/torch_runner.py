@@ -101,7 +101,9 @@ class TorchRunner:
                 declared = self.input_shapes[0][0] if self.input_shapes and self.input_shapes[0] else None
                 if n == 1 or declared != 1:
                     raise
-                log.warning("%s declares batch 1 and refused a batch of %d (%s); one per call", self.path, n, exc)
+                log.warning(
+                    "%s declares batch 1 and refused a batch of %d (%s); one per call", self.path, n, exc
+                )
                 self.one_item_per_call = True
         return torch.cat([self.run_torch([t[i : i + 1] for t in part])[0] for i in range(n)])
 
