@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import ray
@@ -44,10 +44,13 @@ from pipeline.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.types import Face, FaceTask
-from pipeline.models.runner import ExecutionConfig
+from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.probe import VideoInfo
 from pipeline.provenance.watermark import WatermarkConfig
 from pipeline.stages import StageTimes, run_stages
+
+if TYPE_CHECKING:
+    from pipeline.faces.renderers.base import Renderer
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +134,7 @@ class RenderWorker:
         self.setup_seconds = 0.0
         self.chunks_done = 0
         self._analyzer: Any = None
-        self._renderer: Any = None
+        self._renderer: Renderer | None = None  # set by _setup; every call checks _ready first
         started = time.perf_counter()
         try:
             self._setup()
@@ -144,7 +147,7 @@ class RenderWorker:
 
     def _setup(self) -> None:
         from pipeline.faces.analyze import FaceAnalyzer
-        from pipeline.faces.render import make_renderer
+        from pipeline.faces.renderers import make_renderer
         from pipeline.models.loader import load_face_models
         from pipeline.models.pack import load_pack
 
@@ -270,7 +273,8 @@ class RenderWorker:
         if len(tasks_per_frame) != expected:
             raise ValueError(f"chunk {chunk.index}: {len(tasks_per_frame)} task lists for {expected} frames")
         renderer = self._renderer
-        stage_before = dict(getattr(renderer, "stage_seconds", {}))
+        assert renderer is not None
+        stage_before = dict(renderer.stage_seconds)
         written = 0
 
         marking = self.config.watermark is not None or self.config.review_label
@@ -310,7 +314,7 @@ class RenderWorker:
             storage.publish_file(local, segment_url)
             upload_seconds = time.perf_counter() - encode_close_done
 
-        stage_after = dict(getattr(renderer, "stage_seconds", {}))
+        stage_after = dict(renderer.stage_seconds)
         stages = {
             "decode": times.read_seconds,
             "render": times.process_seconds,
@@ -342,7 +346,8 @@ class RenderWorker:
 
         config = self.config
         if config.watermark is not None and config.watermark_payload is not None and tasks:
-            rgb = embed(rgb, [task.box for task in tasks], config.watermark_payload, config.watermark)
+            boxes = cast(list[Sequence[float]], [task.box for task in tasks])  # (4,) arrays of x1, y1, x2, y2
+            rgb = embed(rgb, boxes, config.watermark_payload, config.watermark)
         if config.review_label:
             rgb = label(rgb)
         return rgb

@@ -41,7 +41,7 @@ from pipeline.configbase import Frozen
 from pipeline.encode import EncodeSettings
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig, SelectionConfig
-from pipeline.models.runner import ExecutionConfig
+from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
 from pipeline.tracking import TrackingConfig
 

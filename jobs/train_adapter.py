@@ -104,7 +104,7 @@ def train_job(options: dict[str, Any]) -> dict[str, Any]:
     from pipeline.lora.train import TrainConfig, train_adapter
     from pipeline.models.loader import load_face_models
     from pipeline.models.pack import load_pack
-    from pipeline.models.runner import ExecutionConfig
+    from pipeline.models.runtime.settings import ExecutionConfig
 
     logging.basicConfig(level=options["log_level"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     pack = load_pack(options["pack"], options.get("cache_dir"))

@@ -73,6 +73,6 @@ def default_pack(tmp_path_factory: pytest.TempPathFactory):
 def default_models(default_pack):
     """Warm role objects (CPU sessions) of the embedded default pack."""
     from pipeline.models.loader import load_face_models
-    from pipeline.models.runner import ExecutionConfig
+    from pipeline.models.runtime.settings import ExecutionConfig
 
     return load_face_models(default_pack, ExecutionConfig(providers=("CPUExecutionProvider",)))

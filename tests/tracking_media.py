@@ -378,10 +378,10 @@ def _figures() -> None:
     from pipeline.faces.analyze import FaceAnalyzer
     from pipeline.faces.config import FaceConfig
     from pipeline.faces.identity import identity_from_images
-    from pipeline.faces.render import FaceRenderer
+    from pipeline.faces.renderers.cpu import FaceRenderer
     from pipeline.models.loader import load_face_models
     from pipeline.models.pack import load_pack
-    from pipeline.models.runner import ExecutionConfig
+    from pipeline.models.runtime.settings import ExecutionConfig
     from pipeline.tracking import TrackingConfig, track_chunk
 
     on, off = TrackingConfig(), TrackingConfig(smoothing=False)

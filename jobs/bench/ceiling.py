@@ -23,11 +23,12 @@ from pipeline.encode import SegmentWriter, choose_encoder
 from pipeline.faces.analyze import FaceAnalyzer
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.identity import load_identity
-from pipeline.faces.render import FaceRenderer
+from pipeline.faces.renderers.cpu import FaceRenderer
 from pipeline.faces.types import FaceTask
 from pipeline.models.loader import load_face_models
 from pipeline.models.pack import ModelEntry, load_pack
-from pipeline.models.runner import ExecutionConfig, make_runner
+from pipeline.models.runtime import make_runner
+from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.models.scrfd import ScrfdDetector
 from pipeline.probe import probe
 

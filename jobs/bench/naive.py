@@ -25,7 +25,7 @@ from pipeline.encode import EncodeSettings, SegmentWriter, choose_encoder
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.faces.select import select_faces
 from pipeline.faces.types import FaceTask
-from pipeline.models.runner import ExecutionConfig
+from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.probe import probe
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def naive_render(
     """Render every face of ``clip_path`` into ``out_path`` with the naive sequential loop."""
     from pipeline.faces.analyze import FaceAnalyzer
     from pipeline.faces.identity import load_identity
-    from pipeline.faces.render import FaceRenderer
+    from pipeline.faces.renderers.cpu import FaceRenderer
     from pipeline.models.loader import load_face_models
     from pipeline.models.pack import load_pack
 

@@ -39,30 +39,22 @@ class FaceAnalyzer:
         views = [to_uint8(f) for f in frames]
         started = time.perf_counter()
         detector = self.models.detector
-        detect_batch = getattr(detector, "detect_batch", None)
         found: list[list[Face]] = []
         for start in range(0, len(views), self.batch_size):
-            chunk = views[start : start + self.batch_size]
-            found.extend(detect_batch(chunk) if detect_batch else [detector.detect(v) for v in chunk])
+            found.extend(detector.detect_batch(views[start : start + self.batch_size]))
         self.stage_seconds["detect"] += time.perf_counter() - started
         if not embed:
             return found
 
         started = time.perf_counter()
         recognizer = self.models.recognizer
-        embed_aligned = getattr(recognizer, "embed_aligned", None)
-        if embed_aligned is not None:
-            # align every face of every frame, then one batched model call
-            crop_size = int(getattr(recognizer, "crop_size", 112))
-            crops = [
-                warp_crops(view, [f.landmarks for f in faces], crop_size, "arcface")[0]
-                for view, faces in zip(views, found)
-                if faces
-            ]
-            vectors = embed_aligned(np.concatenate(crops)) if crops else np.zeros((0, 0), np.float32)
-        else:
-            parts = [recognizer.embed(view, faces) for view, faces in zip(views, found) if faces]
-            vectors = np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
+        # align every face of every frame, then one batched model call
+        crops = [
+            warp_crops(view, [f.landmarks for f in faces], recognizer.crop_size, "arcface")[0]
+            for view, faces in zip(views, found)
+            if faces
+        ]
+        vectors = recognizer.embed_aligned(np.concatenate(crops)) if crops else np.zeros((0, 0), np.float32)
         result, k = [], 0
         for faces in found:
             result.append([dataclasses.replace(f, embedding=vectors[k + j]) for j, f in enumerate(faces)])

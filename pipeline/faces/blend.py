@@ -36,7 +36,7 @@ def feather_mask(crop_size: int, *, erode: float, blur: float) -> np.ndarray:
 
 def face_ellipse_mask(crop_size: int, *, blur: float = 0.06) -> np.ndarray:
     """Feathered ellipse over the inner face (brows to chin) in ArcFace-template crops."""
-    mask = np.zeros((crop_size, crop_size), dtype=np.float32)
+    mask: np.ndarray = np.zeros((crop_size, crop_size), dtype=np.float32)
     s = crop_size / 128.0  # geometry below is in 128 px ArcFace-template units
     # brows (y ~ 38) to chin (y ~ 118), cheek to cheek; eyes at y 51.6, mouth at y 92
     center = (round(64 * s), round(77 * s))

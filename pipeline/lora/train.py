@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -234,8 +234,3 @@ def identity_loss(
     emb = np.asarray(identity_embedding, np.float32).ravel()
     emb = emb / np.linalg.norm(emb)
     return float(np.mean(1.0 - feats @ emb))
-
-
-def params_from_mapping(params: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Float32 contiguous copies, the form ``write_adapter`` expects."""
-    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in params.items()}

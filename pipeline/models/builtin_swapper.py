@@ -11,18 +11,20 @@ end to end with nothing but ``pip``; not for delivery.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import cv2
 import numpy as np
 
-from pipeline.faces.align import warp_crops
+from pipeline.faces.align import Template, warp_crops
 from pipeline.faces.blend import face_ellipse_mask
 
 if TYPE_CHECKING:
+    import torch
+
     from pipeline.faces.identity import Identity
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import Runner
+    from pipeline.models.runtime.protocols import Runner
 
 QUALITY = "preview"
 
@@ -41,12 +43,19 @@ class BuiltinSwapper:
         self._stats_mask = (self._mask > 0.5).astype(np.uint8)
         self._inverse = (1.0 - self._mask).astype(np.float32)
 
+    @property
+    def device(self) -> torch.device | None:
+        """None: no model, nothing runs on a torch device."""
+        return None
+
     def prepare(self, identity: Identity) -> np.ndarray:
         """The identity's source face aligned to the template, (S, S, 3) uint8 RGB."""
         source = identity.source_rgb
         if source.dtype != np.uint8:
             source = cv2.convertScaleAbs(source, alpha=255.0 / float(np.iinfo(source.dtype).max))
-        crops, _ = warp_crops(source, [identity.source_landmarks], self.crop_size, self.template)
+        crops, _ = warp_crops(
+            source, [identity.source_landmarks], self.crop_size, cast(Template, self.template)
+        )
         return crops[0]
 
     def swap(self, crops: np.ndarray, prepared: Sequence[Any]) -> np.ndarray:
@@ -58,6 +67,25 @@ class BuiltinSwapper:
             matched = _match_lab(source, target, self._stats_mask)
             out[i] = cv2.blendLinear(matched, np.ascontiguousarray(target), self._mask, self._inverse)
         return out
+
+    def source_tensor(self, prepared: Any, device: torch.device) -> torch.Tensor:
+        """The prepared source face (S, S, 3) uint8 as a tensor on ``device``."""
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(prepared)).to(device)
+
+    def swap_tensor(self, crops8: torch.Tensor, sources: torch.Tensor, *, batch_size: int) -> torch.Tensor:
+        """:meth:`swap` for crops (N, 3, S, S) float holding uint8 values and stacked
+        :meth:`source_tensor` faces (N, S, S, 3); the same layout out.
+
+        The colour transfer is OpenCV's (Lab), so the faces go through the host and back;
+        ``batch_size`` is accepted for the :class:`~pipeline.models.roles.Swapper` protocol.
+        """
+        import torch
+
+        crops = crops8.permute(0, 2, 3, 1).to("cpu", torch.uint8).numpy()
+        out = self.swap(crops, list(sources.to("cpu").numpy()))
+        return torch.from_numpy(out).to(crops8.device).permute(0, 3, 1, 2).to(crops8.dtype)
 
 
 def _match_lab(source: np.ndarray, target: np.ndarray, mask_u8: np.ndarray) -> np.ndarray:

@@ -69,6 +69,7 @@ def build_default_pack(dest_dir: str, *, detector: Literal["yunet", "retinaface"
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
     models: list[dict] = []
+    det_entry: dict[str, Any]
 
     if detector == "yunet":
         det_bytes = float_yunet_bytes()
@@ -176,11 +177,12 @@ def fold_dequantize(model: onnx.ModelProto) -> int:
 
     for node in graph.node:
         values = [const(n) if n else None for n in node.input]
-        if node.op_type == "DequantizeLinear" and all(v is not None for v in values[:2]):
+        first, second = (values + [None, None])[:2]
+        if node.op_type == "DequantizeLinear" and first is not None and second is not None:
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             new_consts[node.output[0]] = _dequantize(
-                values[0],
-                values[1],
+                first,
+                second,
                 values[2] if len(values) > 2 else None,
                 axis=int(attrs.get("axis", 1)),
                 block_size=int(attrs.get("block_size", 0)),
@@ -188,10 +190,11 @@ def fold_dequantize(model: onnx.ModelProto) -> int:
             removed += 1
         elif (
             node.op_type == "Reshape"
-            and all(v is not None for v in values[:2])
+            and first is not None
+            and second is not None
             and node.input[0] in new_consts
         ):
-            new_consts[node.output[0]] = values[0].reshape(_reshape_target(values[0].shape, values[1]))
+            new_consts[node.output[0]] = first.reshape(_reshape_target(first.shape, second))
             removed += 1
         else:
             kept.append(node)

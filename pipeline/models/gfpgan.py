@@ -3,6 +3,9 @@
 Model I/O: input [1|N, 3, 512, 512] RGB, ``(x / 255 - 0.5) / 0.5``, the crop
 aligned to the FFHQ 512 template; output in [-1, 1].  Blending the restored
 face back (``blend``, about 0.8) is the renderer's job, not this class's.
+:meth:`GfpganEnhancer.enhance` (numpy, any backend) and
+:meth:`GfpganEnhancer.enhance_tensor` (torch tensors on the model's device) share
+this normalisation, which lives only here.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ import numpy as np
 
 from pipeline.errors import ModelPackError
 from pipeline.models.contracts import contract_fraction, contract_size
-from pipeline.models.runner import run_batched
+from pipeline.models.runtime.batching import run_batched
+from pipeline.models.runtime.torch_runner import torch_device_of, torch_runner_of
 
 if TYPE_CHECKING:
+    import torch
+
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import Runner
+    from pipeline.models.runtime.protocols import Runner
 
 
 class GfpganEnhancer:
@@ -39,6 +45,11 @@ class GfpganEnhancer:
         self.crop_size: int = width
         self.blend: float = contract_fraction(entry.contract, "blend", 0.8, where)
 
+    @property
+    def device(self) -> torch.device | None:
+        """The torch device of the model (torch backend); None on ONNX Runtime."""
+        return torch_device_of(self.runner)
+
     def enhance(self, crops: np.ndarray) -> np.ndarray:
         """Restored faces (N, 512, 512, 3) uint8 for aligned crops of the same shape."""
         if crops.shape[1:] != (self.crop_size, self.crop_size, 3):
@@ -51,3 +62,12 @@ class GfpganEnhancer:
         out = run_batched(self.runner, {self.input_name: np.ascontiguousarray(blob.transpose(0, 3, 1, 2))})[0]
         out = (np.clip(out.transpose(0, 2, 3, 1), -1.0, 1.0) + 1.0) * 127.5
         return (out + 0.5).astype(np.uint8)
+
+    def enhance_tensor(self, crops8: torch.Tensor, *, batch_size: int) -> torch.Tensor:
+        """:meth:`enhance` on the torch device: crops (N, 3, S, S) float holding uint8 values in,
+        restored faces in the same layout (uint8 values) out; ``batch_size`` faces per model call."""
+        import torch
+
+        runner = torch_runner_of(self.runner, "GfpganEnhancer.enhance_tensor")
+        raw = runner.run_batches([(crops8 / 255.0 - 0.5) / 0.5], batch_size)
+        return torch.floor((raw.float().clamp(-1.0, 1.0) + 1.0) * 127.5 + 0.5)  # the uint8 values of enhance

@@ -5,7 +5,9 @@ to the ArcFace template scaled to 128 (insightface ``estimate_norm``);
 ``source`` [N|1, 512], the latent ``normed_embedding @ emap`` L2-normalised,
 where ``emap`` (512x512) is the graph's last initializer; output
 [N|1, 3, 128, 128] RGB in [0, 1].  Exports with a fixed batch of 1 are called
-once per face on the same session.
+once per face on the same session.  :meth:`InSwapper.swap` (numpy, any backend)
+and :meth:`InSwapper.swap_tensor` (torch tensors on the model's device, for the
+device render path) share this maths, which lives only here.
 
 LoRA: a swapper prepared with slots (``contract["lora"]``, see
 :mod:`pipeline.lora`) serves identities that carry an adapter.  A batch mixing
@@ -29,12 +31,16 @@ from pipeline.errors import FaceError, ModelPackError, SpecError
 from pipeline.lora.adapter import LoadedAdapter, activate, split_by_adapter
 from pipeline.lora.prepare import LoraSlots
 from pipeline.models.contracts import contract_size
-from pipeline.models.runner import run_batched, supports_run_options
+from pipeline.models.runtime.batching import run_batched
+from pipeline.models.runtime.ort_runner import OrtRunner
+from pipeline.models.runtime.torch_runner import torch_device_of, torch_runner_of
 
 if TYPE_CHECKING:
+    import torch
+
     from pipeline.faces.identity import Identity
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import Runner
+    from pipeline.models.runtime.protocols import Runner
 
 
 def read_emap(path: str) -> np.ndarray:
@@ -81,11 +87,9 @@ def _check_slots_in_session(runner: Runner, slots: LoraSlots, where: str) -> Non
     Otherwise a manifest pointing at an unprepared file would only fail at the first
     adapter run, mid-shot.  Torch runners cannot switch adapters and are not checked.
     """
-    session = getattr(runner, "session", None)
-    if session is None:
+    if not isinstance(runner, OrtRunner):
         return
-    overridable = {i.name for i in session.get_overridable_initializers()}
-    missing = sorted(set(slots.parameter_shapes()) - overridable)
+    missing = sorted(set(slots.parameter_shapes()) - runner.overridable_initializer_names())
     if missing:
         raise ModelPackError(
             where,
@@ -120,6 +124,11 @@ class InSwapper:
         if self.lora_slots is not None:
             _check_slots_in_session(runner, self.lora_slots, where)
 
+    @property
+    def device(self) -> torch.device | None:
+        """The torch device of the model (torch backend); None on ONNX Runtime."""
+        return torch_device_of(self.runner)
+
     def latent_from_embedding(self, embedding: np.ndarray) -> np.ndarray:
         """(512,) float32 source latent: ``normalise(normalise(embedding) @ emap)``."""
         emb = np.asarray(embedding, dtype=np.float32).reshape(-1)
@@ -138,7 +147,7 @@ class InSwapper:
         SpecError if the identity has an adapter but this swapper cannot apply one
         (no LoRA slots in the pack, or the torch backend, which has no adapter switching).
         """
-        adapter: LoadedAdapter | None = getattr(identity, "adapter", None)
+        adapter = identity.adapter
         if adapter is not None:
             self._check_adapter_support(f"identities.{identity.name}.adapter", adapter)
         try:
@@ -154,7 +163,7 @@ class InSwapper:
                 f"adapter {adapter.url} needs a swapper prepared with LoRA slots, but the pack's swapper "
                 f"{self.runner.path} has no contract.lora",
             )
-        if not supports_run_options(self.runner):
+        if not self.runner.accepts_run_options:
             raise SpecError(
                 field,
                 f"adapter {adapter.url} needs the onnxruntime backend (per-call adapter switching); "
@@ -192,3 +201,23 @@ class InSwapper:
                 feeds = {"target": target[index], "source": source[index]}
                 out[index] = run_batched(self.runner, feeds, options)[0]
         return (np.clip(out.transpose(0, 2, 3, 1), 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+
+    def source_tensor(self, prepared: Any, device: torch.device) -> torch.Tensor:
+        """The latent of ``prepared`` (from :meth:`prepare`), (512,) float32 on ``device``."""
+        import torch
+
+        return torch.from_numpy(np.asarray(prepared, dtype=np.float32).reshape(-1)).to(device)
+
+    def swap_tensor(self, crops8: torch.Tensor, sources: torch.Tensor, *, batch_size: int) -> torch.Tensor:
+        """:meth:`swap` on the torch device: crops (N, 3, S, S) float holding uint8 values, and
+        the stacked :meth:`source_tensor` latents (N, 512); returns (N, 3, S, S) float uint8 values.
+
+        ``batch_size`` faces per model call.  Adapters need ONNX Runtime and are refused
+        by :meth:`prepare` on this backend.
+        """
+        import torch
+
+        runner = torch_runner_of(self.runner, "InSwapper.swap_tensor")
+        feeds = {"target": crops8 / 255.0, "source": sources}
+        raw = runner.run_batches([feeds[name] for name in runner.input_names], batch_size)
+        return torch.floor(raw.float().clamp(0.0, 1.0) * 255.0 + 0.5)  # the uint8 values of swap

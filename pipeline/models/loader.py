@@ -16,7 +16,10 @@ from typing import Any
 from pipeline.errors import ModelPackError
 from pipeline.lora.prepare import LoraSlots
 from pipeline.models.pack import ModelEntry, ModelPack, PackManifest
-from pipeline.models.runner import ExecutionConfig, Runner, make_runner
+from pipeline.models.roles import Detector, Enhancer, Occluder, Recognizer, Swapper
+from pipeline.models.runtime import make_runner
+from pipeline.models.runtime.protocols import Runner
+from pipeline.models.runtime.settings import ExecutionConfig
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +41,11 @@ KIND_CLASSES: dict[str, tuple[str, str]] = {
 class FaceModels:
     """The warm role objects of one pack (built once per actor, never per frame)."""
 
-    detector: Any
-    recognizer: Any
-    swapper: Any
-    enhancer: Any | None
-    occluder: Any | None
+    detector: Detector
+    recognizer: Recognizer
+    swapper: Swapper
+    enhancer: Enhancer | None
+    occluder: Occluder | None
     pack: ModelPack
     providers: dict[str, list[str]] = field(default_factory=dict)
     """role -> providers its session really runs on (``get_providers()``), then any graph
@@ -100,14 +103,14 @@ def load_face_models(pack: ModelPack, execution: ExecutionConfig) -> FaceModels:
             else None
         )
         if runner is not None:
-            providers[entry.role] = [*runner.providers, *getattr(runner, "rewrites", [])]
+            providers[entry.role] = [*runner.providers, *runner.rewrites]
             warnings.extend(w for w in runner.warnings if w not in warnings)
         built[entry.role] = role_class(entry.kind)(runner, entry)
     for role in ("detector", "recognizer", "swapper"):
         if role not in built:
             raise ModelPackError(pack.url, f"pack has no {role}")
     swapper_entry = pack.entry("swapper")
-    recognizer_dim = getattr(built["recognizer"], "dim", None)
+    recognizer_dim = built["recognizer"].dim
     if swapper_entry is not None and swapper_entry.kind == "inswapper" and recognizer_dim != 512:
         recognizer_entry = pack.entry("recognizer")
         raise ModelPackError(

@@ -32,7 +32,7 @@ from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import ModelPackError, StorageError
 from pipeline.models.contracts import FILELESS_KINDS, REQUIRED_ROLES, check_model_contract, check_role_kind
-from pipeline.models.runner import recast_cache_root
+from pipeline.models.runtime.settings import recast_cache_root
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from pipeline.models.yunet import _nms_faces, letterbox_bgr
 
 if TYPE_CHECKING:
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import Runner
+    from pipeline.models.runtime.protocols import Runner
 
 ANCHORS = ((8, (16, 32)), (16, (64, 128)), (32, (256, 512)))
 VARIANCES = (0.1, 0.2)
@@ -61,7 +61,7 @@ class RetinaFaceDetector:
         loc, conf, landmarks = (
             self.runner.run({self.input_name: blob})[self._index[k]] for k in ("loc", "conf", "landmarks")
         )
-        results = []
+        results: list[list[Face]] = []
         a = self._anchors
         for i in range(len(frames)):
             scores = conf[i, :, 1]

@@ -24,7 +24,7 @@ from pipeline.models.contracts import contract_fraction, contract_size
 
 if TYPE_CHECKING:
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import Runner
+    from pipeline.models.runtime.protocols import Runner
 
 STRIDES = (8, 16, 32)
 ANCHORS_PER_CELL = 2
@@ -90,7 +90,7 @@ class ScrfdDetector:
         key = (height, width, stride)
         centers = self._centers.get(key)
         if centers is None:
-            grid = np.stack(np.mgrid[:height, :width][::-1], axis=-1).astype(np.float32)
+            grid = np.stack(list(np.mgrid[:height, :width][::-1]), axis=-1).astype(np.float32)
             centers = np.repeat((grid * stride).reshape(-1, 2), ANCHORS_PER_CELL, axis=0)
             self._centers[key] = centers
         return centers

@@ -12,11 +12,11 @@ import numpy as np
 
 from pipeline.errors import ModelPackError
 from pipeline.models.contracts import contract_size
-from pipeline.models.runner import run_batched
+from pipeline.models.runtime.batching import run_batched
 
 if TYPE_CHECKING:
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import Runner
+    from pipeline.models.runtime.protocols import Runner
 
 
 class XsegOccluder:

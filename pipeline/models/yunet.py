@@ -23,7 +23,7 @@ from pipeline.faces.types import Face
 
 if TYPE_CHECKING:
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import Runner
+    from pipeline.models.runtime.protocols import Runner
 
 log = logging.getLogger(__name__)
 

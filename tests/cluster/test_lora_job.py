@@ -45,7 +45,7 @@ def _faces() -> tuple[np.ndarray, np.ndarray]:
     """Two different people, each filling a SIDE x SIDE picture with some margin."""
     from pipeline.models.loader import load_face_models
     from pipeline.models.pack import load_pack
-    from pipeline.models.runner import ExecutionConfig
+    from pipeline.models.runtime.settings import ExecutionConfig
 
     astronaut = _crop(data.astronaut(), (140, 30, 330, 250))
     group = cv2.cvtColor(cv2.imread(insightface_image("t1.jpg")), cv2.COLOR_BGR2RGB)

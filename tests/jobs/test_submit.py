@@ -47,7 +47,7 @@ def region_masks(shape: tuple[int, int], boxes: list[np.ndarray], grow: float) -
 def test_ray_job_submit_end_to_end(s3_bucket: str, tmp_path) -> None:
     from pipeline.models.loader import load_face_models
     from pipeline.models.pack import load_pack
-    from pipeline.models.runner import ExecutionConfig
+    from pipeline.models.runtime.settings import ExecutionConfig
 
     local_clip = make_face_clip(str(tmp_path / "plate_a.mp4"), seconds=2.5, width=240, height=180)
     remote_local = make_face_clip(str(tmp_path / "plate_b.mp4"), seconds=2.0, width=240, height=180, gop=24)

@@ -27,7 +27,9 @@ from tests.faces_data import astronaut, default_models, default_pack  # noqa: F4
 
 
 class _Session:
-    """The Runner protocol over a plain CPU session (independent of runner.py)."""
+    """The Runner protocol over a plain CPU session (independent of pipeline.models.runtime)."""
+
+    accepts_run_options = False
 
     def __init__(self, path: str) -> None:
         self.session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -35,8 +37,8 @@ class _Session:
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.providers = self.session.get_providers()
 
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return self.session.run(None, feeds)
+    def run(self, feeds: dict[str, np.ndarray], run_options: object = None) -> list[np.ndarray]:
+        return self.session.run(None, feeds, run_options)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ from pipeline.models.default_pack import RETINAFACE_CONTRACT, build_default_pack
 from pipeline.models.loader import load_face_models
 from pipeline.models.pack import ModelEntry
 from pipeline.models.retinaface import RetinaFaceDetector
-from pipeline.models.runner import ExecutionConfig, make_runner
+from pipeline.models.runtime import make_runner
+from pipeline.models.runtime.settings import ExecutionConfig
 from tests.faces_data import astronaut, default_models, default_pack, t1  # noqa: F401  (fixtures)
 
 

@@ -20,13 +20,14 @@ import torch
 from jobs.bench import onnxgraph, standins
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.device_render import DeviceFaceRenderer
 from pipeline.faces.identity import Identity
-from pipeline.faces.render import FaceRenderer, make_renderer
+from pipeline.faces.renderers import make_renderer
+from pipeline.faces.renderers.cpu import FaceRenderer
+from pipeline.faces.renderers.device import DeviceFaceRenderer
 from pipeline.faces.types import FaceTask
 from pipeline.models.loader import FaceModels, load_face_models
 from pipeline.models.pack import load_pack
-from pipeline.models.runner import ExecutionConfig
+from pipeline.models.runtime.settings import ExecutionConfig
 from tests.faces_data import astronaut
 
 # YuNet (default pack) on skimage.data.astronaut(), measured once.
@@ -204,7 +205,8 @@ def test_other_backends_are_refused_by_field(ort_models, torch_models, someone) 
 def test_actors_pick_the_device_path_only_for_torch_on_cuda(ort_models, torch_models, someone) -> None:
     config = FaceConfig(batch_size=4)
     assert type(make_renderer(ort_models, someone, config)) is FaceRenderer
-    on_cuda = torch_models.swapper.runner.device.type == "cuda"
+    assert torch_models.swapper.device is not None
+    on_cuda = torch_models.swapper.device.type == "cuda"
     expected = DeviceFaceRenderer if on_cuda else FaceRenderer
     assert type(make_renderer(torch_models, someone, config)) is expected
 
@@ -231,6 +233,26 @@ def test_cuda_fp16_matches_the_cpu_path(pack_dir, ort_models, someone, tmp_path_
     assert renderer.model_seconds > 0 and renderer.stage_seconds["swap"] > 0
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_numpy_frames_go_through_pinned_buffers(pack_dir, someone, tmp_path_factory) -> None:
+    """``render`` (numpy in and out, what the actor calls) equals ``render_tensor``, batch after batch."""
+    cache = str(tmp_path_factory.mktemp("pack-cache-cuda-pinned"))
+    cuda_models = load_face_models(load_pack(pack_dir, cache_dir=cache), ExecutionConfig(backend="torch"))
+    renderer = DeviceFaceRenderer(cuda_models, someone, FaceConfig(batch_size=2))
+    assert renderer._staging is not None
+    frame8 = astronaut()
+    for frames in ([frame8, frame8[:, ::-1].copy(), frame8], [frame8.astype(np.uint16) * 257] * 2):
+        tasks = [[_task()]] + [[] for _ in frames[1:-1]] + [[_task(3.0, 2.0)]]
+        out = renderer.render(frames, tasks)
+        stack = np.stack([frames[0], frames[-1]]).astype(
+            np.int32 if frames[0].dtype == np.uint16 else np.uint8
+        )
+        want = renderer.render_tensor(torch.from_numpy(stack).cuda(), [tasks[0], tasks[-1]]).cpu().numpy()
+        assert out[0].dtype == frames[0].dtype and np.array_equal(out[0], want[0].astype(frames[0].dtype))
+        assert np.array_equal(out[-1], want[1].astype(frames[0].dtype))
+        assert all(out[k] is frames[k] for k in range(1, len(frames) - 1))
+
+
 def _batch_one_swapper(path: str) -> None:
     """An inswapper-contract model that only runs batch 1 once converted (a fixed Reshape), as some exports do."""
     from onnx import helper, numpy_helper
@@ -255,7 +277,7 @@ def _batch_one_swapper(path: str) -> None:
 def test_a_swapper_that_refuses_batches_runs_one_face_per_call(tmp_path, ort_models, someone) -> None:
     from pipeline.models.inswapper import InSwapper
     from pipeline.models.pack import ModelEntry
-    from pipeline.models.runner import make_runner
+    from pipeline.models.runtime import make_runner
 
     path = str(tmp_path / "batch_one.onnx")
     _batch_one_swapper(path)
@@ -277,7 +299,7 @@ def test_a_swapper_that_refuses_batches_runs_one_face_per_call(tmp_path, ort_mod
     ref = FaceRenderer(ref_models, someone, config).render(frames, tasks)
     renderer = DeviceFaceRenderer(dev_models, someone, config)
     dev = renderer.render(frames, tasks)
-    assert path in renderer._single  # the batch of two was refused, then run face by face
+    assert swappers["torch"].runner.one_item_per_call  # the batch of two was refused, then face by face
     assert renderer.model_seconds > 0
     for k in range(2):
         d = _diff(dev[k], ref[k])

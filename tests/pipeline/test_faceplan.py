@@ -343,7 +343,7 @@ def test_bridged_face_hidden_behind_another_gets_no_task() -> None:
 def models():
     from pipeline.models.loader import load_face_models
     from pipeline.models.pack import load_pack
-    from pipeline.models.runner import ExecutionConfig
+    from pipeline.models.runtime.settings import ExecutionConfig
 
     return load_face_models(load_pack("builtin:default"), ExecutionConfig())
 
@@ -401,7 +401,7 @@ def test_real_faces_chunked_render_equals_one_pass(models, real_clips, clip: str
 
     from pipeline.faces.config import FaceConfig
     from pipeline.faces.identity import identity_from_images
-    from pipeline.faces.render import FaceRenderer
+    from pipeline.faces.renderers.cpu import FaceRenderer
 
     frames, faces = real_clips[clip]
     bounds = chunk_bounds(len(frames), 3)

@@ -24,13 +24,15 @@ from pipeline.errors import ModelPackError, SpecError
 from pipeline.faces.align import template_points
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.identity import Identity, with_adapter
-from pipeline.faces.render import FaceRenderer
+from pipeline.faces.renderers.cpu import FaceRenderer
 from pipeline.faces.types import FaceTask
 from pipeline.lora import AdapterCache, LoadedAdapter, LoraSlots, prepare_model, write_adapter
 from pipeline.models.inswapper import InSwapper, PreparedSource
 from pipeline.models.loader import FaceModels, load_face_models
 from pipeline.models.pack import ModelEntry, load_pack
-from pipeline.models.runner import ExecutionConfig, make_runner, run_batched
+from pipeline.models.runtime import make_runner
+from pipeline.models.runtime.batching import run_batched
+from pipeline.models.runtime.settings import ExecutionConfig
 from tests.faces_data import astronaut
 from tests.lora_models import make_swapper
 

@@ -24,7 +24,8 @@ from pipeline.models.gfpgan import GfpganEnhancer
 from pipeline.models.inswapper import InSwapper
 from pipeline.models.loader import load_face_models
 from pipeline.models.pack import ModelEntry, load_pack
-from pipeline.models.runner import ExecutionConfig, make_runner
+from pipeline.models.runtime import make_runner
+from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.models.scrfd import ScrfdDetector
 from pipeline.models.xseg import XsegOccluder
 

@@ -8,21 +8,49 @@ import numpy as np
 import pytest
 
 from jobs.bench import standins
+from pipeline.faces.align import warp_crops
 from pipeline.faces.analyze import FaceAnalyzer, to_uint8
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.faces.identity import Identity, identity_from_images
-from pipeline.faces.process import FrameProcessor
-from pipeline.faces.render import FaceRenderer
+from pipeline.faces.renderers.cpu import FaceRenderer
+from pipeline.faces.select import check_selection, select_faces
 from pipeline.faces.types import FaceTask
 from pipeline.models.gfpgan import GfpganEnhancer
 from pipeline.models.inswapper import InSwapper
 from pipeline.models.loader import FaceModels
 from pipeline.models.pack import ModelEntry
-from pipeline.models.runner import ExecutionConfig, make_runner
+from pipeline.models.runtime import make_runner
+from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.models.xseg import XsegOccluder
 from tests.faces_data import astronaut, default_models, default_pack, t1  # noqa: F401  (fixtures)
 
 CPU = ExecutionConfig(providers=("CPUExecutionProvider",))
+
+
+class FrameProcessor:
+    """Analyze, select and render frame by frame (no tracking): the stages a job chains, in one call."""
+
+    def __init__(self, models, identities, selection: SelectionConfig, config: FaceConfig) -> None:
+        check_selection(selection, identities)
+        self.selection = selection
+        self.identities = dict(identities)
+        self.analyzer = FaceAnalyzer(models, batch_size=config.batch_size)
+        self.renderer = FaceRenderer(models, identities, config)
+
+    def process(self, frames):
+        faces = self.analyzer.analyze(frames, embed=self.selection.mode == "reference")
+        tasks = [
+            [
+                FaceTask(track_id=-1, identity=source, box=face.box, landmarks=face.landmarks)
+                for face, source in select_faces(per_frame, self.selection, self.identities)
+            ]
+            for per_frame in faces
+        ]
+        return self.renderer.render(frames, tasks)
+
+    @property
+    def stage_seconds(self) -> dict[str, float]:
+        return {**self.analyzer.stage_seconds, **self.renderer.stage_seconds}
 
 
 class CountingRunner:
@@ -35,9 +63,9 @@ class CountingRunner:
     def __getattr__(self, name: str):
         return getattr(self.runner, name)  # input_names, output_names, shapes, path ...
 
-    def run(self, feeds):
+    def run(self, feeds, run_options=None):
         self.batches.append(len(next(iter(feeds.values()))))
-        return self.runner.run(feeds)
+        return self.runner.run(feeds, run_options)
 
 
 @pytest.fixture(scope="module")
@@ -188,8 +216,45 @@ def test_render_batches_across_frames_and_checks_its_input(default_models, astro
 
     with pytest.raises(SpecError, match="nobody"):
         renderer.render(frames[:1], [[FaceTask(-1, "nobody", faces[0][0].box, faces[0][0].landmarks)]])
-    with pytest.raises(SpecError, match="enhancer"):
+    with pytest.raises(SpecError, match="enhancer") as info:
         FaceRenderer(default_models, {"astro": astro}, FaceConfig(enhance=True))
+    assert info.value.field == "faces.enhance"
+    with pytest.raises(SpecError, match="occluder") as info:
+        FaceRenderer(default_models, {"astro": astro}, FaceConfig(occlusion=True))
+    assert info.value.field == "faces.occlusion"
+
+
+def test_renderers_and_model_classes_import_without_torch() -> None:
+    """torch is an optional extra: the CPU path, the role classes and the runtime never need it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import pipeline.faces.renderers, pipeline.models.loader, pipeline.models.runtime\n"
+        "import pipeline.models.inswapper, pipeline.models.gfpgan, pipeline.models.builtin_swapper\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_builtin_swapper_tensor_call_is_its_numpy_call(default_models, astro) -> None:  # noqa: F811
+    torch = pytest.importorskip("torch")
+    swapper = default_models.swapper
+    assert swapper.device is None  # no model: nothing of its own on a torch device
+    frame = t1()
+    faces = default_models.detector.detect(frame)
+    crops, _ = warp_crops(frame, [f.landmarks for f in faces], swapper.crop_size, "arcface")
+    crops = np.stack(crops)
+    prepared = [swapper.prepare(astro)] * len(crops)
+    want = swapper.swap(crops, prepared)
+    sources = torch.stack([swapper.source_tensor(p, torch.device("cpu")) for p in prepared])
+    crops8 = torch.from_numpy(crops).permute(0, 3, 1, 2).float()
+    got = swapper.swap_tensor(crops8, sources, batch_size=4)
+    assert got.dtype == torch.float32 and tuple(got.shape) == tuple(crops8.shape)
+    assert np.array_equal(got.permute(0, 2, 3, 1).numpy().astype(np.uint8), want)
 
 
 def test_analyzer_batches_model_calls_across_frames(default_pack) -> None:  # noqa: F811

@@ -21,15 +21,15 @@ from pipeline.models.arcface import ArcFaceRecognizer
 from pipeline.models.gfpgan import GfpganEnhancer
 from pipeline.models.inswapper import InSwapper
 from pipeline.models.pack import ModelEntry
-from pipeline.models.runner import (
+from pipeline.models.runtime import make_runner
+from pipeline.models.runtime.batching import run_batched
+from pipeline.models.runtime.ort_runner import OrtRunner
+from pipeline.models.runtime.settings import (
     ExecutionConfig,
-    OrtRunner,
-    TorchRunner,
     installed_distribution_names,
-    make_runner,
     onnxruntime_conflict_warning,
-    run_batched,
 )
+from pipeline.models.runtime.torch_runner import TorchRunner
 from pipeline.models.scrfd import ScrfdDetector
 from pipeline.models.xseg import XsegOccluder
 

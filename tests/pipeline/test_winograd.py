@@ -14,8 +14,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pipeline.models.runner import CPU, ExecutionConfig, OrtRunner
-from pipeline.models.winograd import find_sites, rewrite_winograd
+from pipeline.models.runtime.ort_runner import OrtRunner
+from pipeline.models.runtime.settings import CPU, ExecutionConfig
+from pipeline.models.runtime.winograd import find_sites, rewrite_winograd
 
 RTOL = 1e-4
 
@@ -183,12 +184,12 @@ def test_graphs_below_opset_11_are_left_alone(tmp_path: Path):
 
 
 def test_a_rewritten_graph_that_does_not_load_falls_back_to_the_file(tmp_path: Path, monkeypatch, caplog):
-    import pipeline.models.runner as runner_module
+    import pipeline.models.runtime.ort_runner as ort_runner_module
 
     path = tmp_path / "wide.onnx"
     onnx.save(_conv_model(256, 256, 16, 16, seed=6), path)
     monkeypatch.setattr(
-        runner_module, "_winograd_model", lambda p: (b"not an onnx graph", ["winograd (broken)"])
+        ort_runner_module, "winograd_model", lambda p: (b"not an onnx graph", ["winograd (broken)"])
     )
     with caplog.at_level("WARNING"):
         runner = OrtRunner(str(path), ExecutionConfig(providers=(CPU,)))

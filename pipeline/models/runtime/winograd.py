@@ -38,6 +38,7 @@ channels, or 512 x 512 at 8x8, lose to the transforms.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -108,7 +109,7 @@ class ConvSite:
         return self.height + top + bottom - 2, self.width + left + right - 2
 
 
-def _attrs(node: onnx.NodeProto) -> dict[str, object]:
+def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
@@ -183,7 +184,7 @@ def find_sites(model: onnx.ModelProto, *, min_channels: int = MIN_CHANNELS) -> l
         shape = shapes.get(node.input[0])
         if shape is None or len(shape) != 4 or any(d is None or d <= 0 for d in shape[1:]):
             continue
-        _, c, h, w = shape
+        _, c, h, w = (int(d or 0) for d in shape)  # all static and positive: checked just above
         pads = tuple(int(p) for p in a.get("pads", [0, 0, 0, 0]))
         if c != weight.dims[1] or len(pads) != 4:
             continue
@@ -224,7 +225,7 @@ def _site_nodes(
         inits.append(numpy_helper.from_array(np.ascontiguousarray(value), full))
         return full
 
-    def node(op: str, inputs: list[str], name: str, **attrs: object) -> str:
+    def node(op: str, inputs: list[str], name: str, **attrs: Any) -> str:
         out = f"{prefix}{name}"
         nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
         return out
