@@ -92,7 +92,7 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
     scenarios.add_argument("--scale-chunks-per-shot", type=int, default=30)
     scenarios.add_argument("--scale-actors", type=int, default=256)
     scenarios.add_argument(
-        "--scale-time-scale", type=float, default=0.5, help="modelled chunk times x this (default 0.5)"
+        "--scale-time-scale", type=float, default=1.0, help="modelled chunk times x this (default 1)"
     )
     args = parser.parse_args(argv)
     if args.report:

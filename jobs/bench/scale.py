@@ -17,8 +17,9 @@ by files.  Measured in one run:
 * the time a resume takes to scan the manifest of the finished job: every chunk's
   analysis, tracking and render record read back and checked against its key.
 
-Modelled times are scaled by ``time_scale`` (0.25: a 20 s render takes 5 s), which
-makes the driver's job harder, not easier: completions arrive four times as fast.
+Modelled times can be scaled by ``time_scale`` (0.5: a 20 s render takes 10 s) to
+shorten a run; that makes the driver's job harder, not easier: completions arrive
+twice as fast.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ class ScaleSettings:
     hosts: int = 16
     render_seconds: float = 20.0
     """Modelled seconds to render one chunk (480 frames of 4K at 24 fps per GPU)."""
-    analysis_seconds: float = 5.0
-    time_scale: float = 0.25
+    analysis_seconds: float = 10.0
+    """Modelled seconds to decode, detect and embed one chunk (480 frames of 4K at 48 fps per GPU)."""
+    time_scale: float = 1.0
     faces_per_frame: int = 1
 
 
@@ -87,7 +89,6 @@ def scale_spec(settings: ScaleSettings) -> Any:
             },
             "chunking": {"seconds": settings.chunk_seconds},
             "resources": {"cpus_per_actor": 0.001, "max_actors": settings.actors},
-            "tracking": {"smoothing": False},
         }
     )
 

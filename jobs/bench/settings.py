@@ -45,7 +45,7 @@ class Settings:
     scale_shots: int = 300
     scale_chunks_per_shot: int = 30
     scale_actors: int = 256
-    scale_time_scale: float = 0.5
+    scale_time_scale: float = 1.0
     """Modelled chunk times are multiplied by this (below 1: completions arrive faster)."""
     tiny: bool = False
     """Test scale: small frames, tiny stand-ins for the production set (figures meaningless)."""
