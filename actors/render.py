@@ -22,7 +22,6 @@ benchmarks); :data:`RenderActor` is the same class as a Ray actor.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import socket
@@ -42,8 +41,9 @@ from pipeline.configbase import Frozen
 from pipeline.decode import Frame, decode_range
 from pipeline.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
 from pipeline.errors import RecastError, SpecError
-from pipeline.faces.config import FaceConfig
+from pipeline.faces.config import FaceConfig, IdentitySource
 from pipeline.faces.types import Face, FaceTask
+from pipeline.hashing import sha256_stream
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.probe import VideoInfo
 from pipeline.provenance.watermark import WatermarkConfig
@@ -53,15 +53,6 @@ if TYPE_CHECKING:
     from pipeline.faces.renderers.base import Renderer
 
 logger = logging.getLogger(__name__)
-
-
-class IdentitySource(Frozen):
-    """Source images of one identity (``face_index`` picks a face in group pictures)."""
-
-    images: tuple[str, ...]
-    face_index: int | None = None
-    adapter_url: str | None = None
-    adapter_sha256: str | None = None
 
 
 class RenderConfig(Frozen):
@@ -169,13 +160,13 @@ class RenderWorker:
         if name not in self.identities:
             source = self.config.identities[name]
             adapter = None
-            if source.adapter_url is not None:
+            if source.adapter is not None:
                 if self.adapters is None:
                     raise SpecError(
                         f"identities.{name}.adapter",
                         f"model pack {self.config.pack_url} has no LoRA slots (swapper contract.lora)",
                     )
-                adapter = self.adapters.get(source.adapter_url, source.adapter_sha256 or "")
+                adapter = self.adapters.get(source.adapter.url, source.adapter.sha256)
             self.identities[name] = load_identity(
                 name, list(source.images), self.models, face_index=source.face_index, adapter=adapter
             )
@@ -310,7 +301,8 @@ class RenderWorker:
                     f"{shot_url}: chunk {chunk.index} wrote {written} frames, expected {expected}"
                 )
             encode_close_done = time.perf_counter()
-            digest, nbytes = _sha256_file(local)
+            with open(local, "rb") as fh:
+                digest, nbytes = sha256_stream(fh)
             storage.publish_file(local, segment_url)
             upload_seconds = time.perf_counter() - encode_close_done
 
@@ -351,16 +343,6 @@ class RenderWorker:
         if config.review_label:
             rgb = label(rgb)
         return rgb
-
-
-def _sha256_file(path: str) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    nbytes = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-            nbytes += len(block)
-    return digest.hexdigest(), nbytes
 
 
 RenderActor = ray.remote(RenderWorker)

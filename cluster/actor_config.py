@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actors.render import IdentitySource, RenderConfig
+from actors.render import RenderConfig
 from cluster.pool import PoolPlan, actor_execution_threads
 from cluster.provenance import watermark_config
 from cluster.spec import JobSpec
@@ -24,15 +24,7 @@ def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
         pack_url=spec.models.pack,
         pack_cache_dir=spec.models.cache_dir,
         execution=execution,
-        identities={
-            name: IdentitySource(
-                images=ident.images,
-                face_index=ident.face_index,
-                adapter_url=ident.adapter.url if ident.adapter else None,
-                adapter_sha256=ident.adapter.sha256 if ident.adapter else None,
-            )
-            for name, ident in spec.identities.items()
-        },
+        identities=dict(spec.identities),
         faces=spec.faces,
         # CPU actors' codecs too: an actor uses the cores it reserved, no more.
         codec_threads=actor_execution_threads(pool) if pool.num_gpus == 0 else 0,

@@ -40,7 +40,7 @@ from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.encode import EncodeSettings
 from pipeline.errors import SpecError
-from pipeline.faces.config import FaceConfig, SelectionConfig
+from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
 from pipeline.tracking import TrackingConfig
@@ -78,21 +78,6 @@ class ShotSpec(Frozen):
         if self.name is not None and not _NAME_RE.match(self.name):
             raise ValueError(f"name {self.name!r} must be letters, digits, '.', '_' or '-'")
         return self
-
-
-class AdapterSpec(Frozen):
-    """A per-identity adapter (e.g. LoRA) file with its checksum."""
-
-    url: str
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-
-
-class IdentitySpec(Frozen):
-    """Source images of one identity; ``face_index`` picks a face in group pictures."""
-
-    images: tuple[str, ...] = Field(min_length=1)
-    face_index: int | None = Field(default=None, ge=0)
-    adapter: AdapterSpec | None = None
 
 
 class ModelsSpec(Frozen):
@@ -215,7 +200,7 @@ class JobSpec(Frozen):
 
     job_id: str
     shots: tuple[ShotSpec, ...] = Field(min_length=1)
-    identities: dict[str, IdentitySpec] = Field(min_length=1)
+    identities: dict[str, IdentitySource] = Field(min_length=1)
     selection: SelectionConfig
     """Optional in YAML when there is one identity: every face becomes it (mode all)."""
     faces: FaceConfig = FaceConfig()

@@ -7,6 +7,15 @@ Locally (starts its own Ray instance, never joins another one on the machine)::
     .venv/bin/python -m jobs.benchmark --memory --demo    # plus memory flatness and the demo job
     .venv/bin/python -m jobs.benchmark --seconds 60 --production-seconds 60   # minute-long clips
 
+The driver at feature-film scale (real driver, simulated actors; about 20 minutes at the
+default 300 shots x 30 chunks on 256 actors, ``--scale-time-scale 0.5`` halves it)::
+
+    .venv/bin/python -m jobs.benchmark --scale --no-compare
+
+The device render path on a GPU machine (no Ray needed; see ``jobs/bench/gpu_cli.py``)::
+
+    python -m jobs.benchmark --gpu --out out/gpu-bench
+
 On a cluster (joins ``RAY_ADDRESS``; peak memory is read only for actors on the driver's node)::
 
     ray job submit --working-dir . -- python -m jobs.benchmark --out /shared/bench
@@ -131,7 +140,14 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings, report = parse_settings(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--gpu" in args:
+        # The GPU benchmark runs on a bare GPU box (no Ray): nothing else of the benchmark is imported.
+        from jobs.bench.gpu_cli import main as gpu_main
+
+        args.remove("--gpu")
+        return gpu_main(args)
+    settings, report = parse_settings(args)
     if settings is None:
         assert report is not None
         with open(report) as fh:

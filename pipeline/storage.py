@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -27,6 +27,7 @@ import fsspec
 from fsspec.core import url_to_fs
 
 from pipeline.errors import StorageError
+
 
 READ_BLOCK_BYTES = 16 * 1024 * 1024
 """Block size of the read cache for remote files: demuxers read mostly sequentially
@@ -91,122 +92,97 @@ def open_read(url: str) -> Iterator[IO[bytes]]:
         fh.close()
 
 
-def read_bytes(url: str) -> bytes:
-    """The whole content of ``url``."""
+def _on[T](url: str, local: Callable[[str], T], remote: Callable[[fsspec.AbstractFileSystem, str], T]) -> T:
+    """``local(path)`` for a local ``url``, else ``remote(fs, path)``; any error is a StorageError naming it."""
     try:
         if is_local(url):
-            return Path(local_path(url)).read_bytes()
+            return local(local_path(url))
         fs, path = filesystem(url)
-        return fs.cat_file(path)
+        return remote(fs, path)
     except Exception as exc:
         raise _translate(url, exc) from exc
+
+
+def read_bytes(url: str) -> bytes:
+    """The whole content of ``url``."""
+    return _on(url, lambda p: Path(p).read_bytes(), lambda fs, p: fs.cat_file(p))
 
 
 def exists(url: str) -> bool:
-    try:
-        if is_local(url):
-            return os.path.exists(local_path(url))
-        fs, path = filesystem(url)
-        return fs.exists(path)
-    except Exception as exc:
-        raise _translate(url, exc) from exc
+    return _on(url, os.path.exists, lambda fs, p: bool(fs.exists(p)))
 
 
 def size(url: str) -> int:
-    try:
-        if is_local(url):
-            return os.path.getsize(local_path(url))
-        fs, path = filesystem(url)
-        return int(fs.size(path))
-    except Exception as exc:
-        raise _translate(url, exc) from exc
+    return _on(url, os.path.getsize, lambda fs, p: int(fs.size(p)))
 
 
 def remove(url: str, *, recursive: bool = False, missing_ok: bool = True) -> None:
     """Delete ``url`` (a file, or a folder with ``recursive``)."""
+
+    def local(path: str) -> None:
+        if os.path.isdir(path) and recursive:
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+
     try:
-        if is_local(url):
-            path = local_path(url)
-            if os.path.isdir(path) and recursive:
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
-            return
-        fs, path = filesystem(url)
-        fs.rm(path, recursive=recursive)
-    except FileNotFoundError:
-        if not missing_ok:
-            raise StorageError(url, "not found") from None
-    except Exception as exc:
-        raise _translate(url, exc) from exc
+        _on(url, local, lambda fs, p: fs.rm(p, recursive=recursive))
+    except StorageError as exc:
+        if exc.reason != "not found" or not missing_ok:
+            raise
 
 
 def listdir(url: str) -> list[str]:
     """URLs of the entries directly under ``url`` (empty if it does not exist)."""
-    try:
-        if is_local(url):
-            path = local_path(url)
-            if not os.path.isdir(path):
-                return []
-            return sorted(join(url, name) for name in os.listdir(path))
-        fs, path = filesystem(url)
+
+    def local(path: str) -> list[str]:
+        return sorted(join(url, name) for name in os.listdir(path)) if os.path.isdir(path) else []
+
+    def remote(fs: fsspec.AbstractFileSystem, path: str) -> list[str]:
         if not fs.exists(path):
             return []
         protocol = url.split("://", 1)[0]
         return sorted(f"{protocol}://{p}" for p in fs.ls(path, detail=False))
-    except Exception as exc:
-        raise _translate(url, exc) from exc
+
+    return _on(url, local, remote)
 
 
-def _local_tmp_name(path: str) -> str:
-    head, tail = os.path.split(path)
-    return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
+def _replace_atomically(dest: str, write: Callable[[str], None]) -> None:
+    """``write`` a hidden temporary file beside ``dest``, then rename it over ``dest``."""
+    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+    head, tail = os.path.split(dest)
+    tmp = os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
+    try:
+        write(tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
 
 
 def publish_file(src_path: str | os.PathLike[str], url: str) -> None:
-    """Copy the local file ``src_path`` to ``url`` atomically."""
+    """Copy the local file ``src_path`` to ``url`` atomically.
+
+    Object stores: a single PUT or a completed multipart upload is atomic.
+    """
     if not os.path.isfile(src_path):
         raise StorageError(os.fspath(src_path), "not found (nothing to publish)")
-    try:
-        if is_local(url):
-            dest = local_path(url)
-            os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
-            tmp = _local_tmp_name(dest)
-            try:
-                shutil.copyfile(src_path, tmp)
-                os.replace(tmp, dest)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(tmp)
-                raise
-            return
-        fs, path = filesystem(url)
-        # A single PUT or a completed multipart upload is atomic in object stores.
-        fs.put_file(os.fspath(src_path), path)
-    except Exception as exc:
-        raise _translate(url, exc) from exc
+    _on(
+        url,
+        lambda dest: _replace_atomically(dest, lambda tmp: shutil.copyfile(src_path, tmp)),
+        lambda fs, p: fs.put_file(os.fspath(src_path), p),
+    )
 
 
 def write_bytes(url: str, data: bytes) -> None:
     """Write ``data`` to ``url`` atomically."""
-    try:
-        if is_local(url):
-            dest = local_path(url)
-            os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
-            tmp = _local_tmp_name(dest)
-            try:
-                with open(tmp, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, dest)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(tmp)
-                raise
-            return
-        fs, path = filesystem(url)
-        fs.pipe_file(path, data)
-    except Exception as exc:
-        raise _translate(url, exc) from exc
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    _on(url, lambda dest: _replace_atomically(dest, write), lambda fs, p: fs.pipe_file(p, data))
 
 
 @contextlib.contextmanager

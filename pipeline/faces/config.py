@@ -64,3 +64,18 @@ class FaceConfig(Frozen):
     mask_erode: float = Field(default=0.05, ge=0.0, le=0.4)
     mask_blur: float = Field(default=0.08, ge=0.0, le=0.5)
     batch_size: int = Field(default=8, ge=1, le=1024)
+
+
+class AdapterSource(Frozen):
+    """A per-identity adapter (e.g. LoRA) file with its checksum."""
+
+    url: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class IdentitySource(Frozen):
+    """Source pictures of one identity; ``face_index`` picks a face in group pictures."""
+
+    images: tuple[str, ...] = Field(min_length=1)
+    face_index: int | None = Field(default=None, ge=0)
+    adapter: AdapterSource | None = None

@@ -31,6 +31,7 @@ from pydantic import Field, ValidationError
 from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import ModelPackError, StorageError
+from pipeline.hashing import sha256_file
 from pipeline.models.contracts import FILELESS_KINDS, REQUIRED_ROLES, check_model_contract, check_role_kind
 from pipeline.models.runtime.settings import recast_cache_root
 
@@ -89,15 +90,6 @@ class ModelPack:
 def default_cache_dir() -> str:
     """Where packs are cached when no ``cache_dir`` is given."""
     return os.path.join(recast_cache_root(), "packs")
-
-
-def sha256_file(path: str) -> str:
-    """Hex sha256 of a local file."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def parse_manifest(data: bytes, where: str) -> PackManifest:

