@@ -28,7 +28,6 @@ from fsspec.core import url_to_fs
 
 from pipeline.errors import StorageError
 
-
 READ_BLOCK_BYTES = 16 * 1024 * 1024
 """Block size of the read cache for remote files: demuxers read mostly sequentially
 (measured on loopback S3: 220 MB/s with 16 MiB blocks, 85 MB/s with 4 MiB)."""
