@@ -8,12 +8,11 @@ to another actor (the dead one is replaced through ``replace_actor``) up to
 ``max_attempts`` times; an exception raised by the work itself is returned to
 the caller, not retried (it would fail the same way again).
 
-Elasticity (all optional, so a fixed pool works as before):
+Elasticity (all optional):
 
 * actors given with a *ready* ObjectRef (``starting``), or started later, take
-  no work until that ref resolves, i.e. until their set-up is done.  An actor
-  that the cluster cannot place yet simply stays starting: it is the demand
-  an autoscaler acts on, and it joins as soon as a node for it comes up;
+  no work until that ref resolves (their set-up is done); one the cluster
+  cannot place yet is the demand an autoscaler acts on, and joins when it can;
 * with an :class:`Elasticity` policy the dispatcher starts actors up to
   ``max_actors`` while work is pending, and releases (``ray.kill``) idle and
   still-starting actors once no pending work is left for them, after
@@ -46,8 +45,9 @@ logger = logging.getLogger(__name__)
 class WorkItem:
     """One call to make on some actor: ``call(handle) -> ObjectRef``.
 
-    ``actor`` is the actor of the latest attempt, ``actors`` every attempt's
-    actor in order; ``affinity`` keys steer placement (see the module doc).
+    ``actor`` is the actor of the latest attempt, ``actors`` every attempt's actor in order;
+    ``affinity`` keys steer placement; ``queued_at`` / ``submitted_at``: ``perf_counter()`` when
+    the latest attempt was queued here / handed to its actor.
     """
 
     priority: tuple[Any, ...]
@@ -59,9 +59,7 @@ class WorkItem:
     attempts: int = field(default=0, compare=False)
     actor: str | None = field(default=None, compare=False)
     submitted_at: float = field(default=0.0, compare=False)
-    """``perf_counter()`` when the latest attempt was handed to its actor."""
     queued_at: float = field(default=0.0, compare=False)
-    """``perf_counter()`` when the latest attempt was queued (submitted to the dispatcher)."""
     affinity: tuple[str, ...] = field(default=(), compare=False)
     actors: list[str] = field(default_factory=list, compare=False)
 

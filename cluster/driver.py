@@ -34,7 +34,7 @@ import ray
 from actors.render import ChunkAnalysis, SegmentResult
 from cluster.actor_config import render_config
 from cluster.checks import PlannedShot, PreparedJob, prepare_job
-from cluster.job_loop import JobLoop, ShotRun
+from cluster.job_loop import JobLoop
 from cluster.ledger import Ledger
 from cluster.metrics import JobMetrics
 from cluster.observer import JobObserver
@@ -42,6 +42,7 @@ from cluster.pool import ActorPool, plan_pool, shared_storage_warnings
 from cluster.progress import Progress
 from cluster.provenance import JobProvenance
 from cluster.publish import MergeFn, Publisher, merge_and_publish
+from cluster.shot_run import ShotRun
 from cluster.spec import JobSpec
 from cluster.summary import JobSummary
 from pipeline import storage

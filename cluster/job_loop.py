@@ -14,28 +14,27 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from ray.exceptions import RayActorError
 
 from actors.render import ChunkAnalysis, SegmentResult
-from cluster.checks import PlannedShot, PreparedJob
+from cluster.checks import PreparedJob
 from cluster.dispatch import Dispatcher, Elasticity, Outcome, WorkItem
-from cluster.keys import RenderKey
 from cluster.ledger import Ledger
 from cluster.manifest import RenderRecord
 from cluster.observer import JobObserver, ShotSource
 from cluster.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
 from cluster.provenance import JobProvenance
 from cluster.publish import Published, Publisher
+from cluster.shot_run import ShotRun
 from pipeline import storage
 from pipeline.chunking import Chunk
 from pipeline.encode import EncoderChoice
-from pipeline.faces.types import Face, FaceTask
+from pipeline.faces.types import FaceTask
 from pipeline.thumbnails import boundary_frames
-from pipeline.tracking import TrackerState, track_chunk
+from pipeline.tracking import track_chunk
 
 logger = logging.getLogger(__name__)
 
@@ -44,41 +43,6 @@ REPOLL_AFTER_SECONDS = 0.002
 WORK_ATTEMPTS = 2
 """Tries of a chunk whose work raised (not a lost actor): a deterministic failure then fails its shot."""
 _RENDER, _ANALYZE = 0, 1  # render work first: it finishes shots
-
-
-@dataclass
-class ShotRun:
-    """Driver-side state of one shot while the job runs."""
-
-    shot: PlannedShot
-    rank: int
-    """0 = the most work."""
-    encoder: EncoderChoice
-    info_ref: Any
-    """The VideoInfo put in the object store once, not pickled per call."""
-    started_at: float = field(default_factory=time.perf_counter)
-    analyses: dict[int, ChunkAnalysis] = field(default_factory=dict)
-    next_to_track: int = 0
-    tracker_state: TrackerState | None = None
-    """The state out of the last tracked chunk (None before the first)."""
-    faces: list[list[Face]] = field(default_factory=list)
-    track_ids: list[list[int]] = field(default_factory=list)
-    render_keys: dict[int, RenderKey] = field(default_factory=dict)
-    segments: dict[int, SegmentResult] = field(default_factory=dict)
-    done: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.shot.ref.name
-
-    @property
-    def chunks(self) -> int:
-        return len(self.shot.plan.chunks)
-
-    def segment_url(self, work_url: str, index: int, key: str) -> str:
-        """Where chunk ``index``'s segment goes; the render key in the name keeps stale segments apart."""
-        name = f"{index:05d}-{key[:12]}.{self.encoder.container}"
-        return storage.join(work_url, "segments", self.name, name)
 
 
 class JobLoop:

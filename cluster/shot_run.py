@@ -1,0 +1,50 @@
+"""Driver-side state of one shot while its job runs."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.render import ChunkAnalysis, SegmentResult
+from cluster.checks import PlannedShot
+from cluster.keys import RenderKey
+from pipeline import storage
+from pipeline.encode import EncoderChoice
+from pipeline.faces.types import Face
+from pipeline.tracking import TrackerState
+
+
+@dataclass
+class ShotRun:
+    """Driver-side state of one shot while the job runs."""
+
+    shot: PlannedShot
+    rank: int
+    """0 = the most work."""
+    encoder: EncoderChoice
+    info_ref: Any
+    """The VideoInfo put in the object store once, not pickled per call."""
+    started_at: float = field(default_factory=time.perf_counter)
+    analyses: dict[int, ChunkAnalysis] = field(default_factory=dict)
+    next_to_track: int = 0
+    tracker_state: TrackerState | None = None
+    """The state out of the last tracked chunk (None before the first)."""
+    faces: list[list[Face]] = field(default_factory=list)
+    track_ids: list[list[int]] = field(default_factory=list)
+    render_keys: dict[int, RenderKey] = field(default_factory=dict)
+    segments: dict[int, SegmentResult] = field(default_factory=dict)
+    done: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.shot.ref.name
+
+    @property
+    def chunks(self) -> int:
+        return len(self.shot.plan.chunks)
+
+    def segment_url(self, work_url: str, index: int, key: str) -> str:
+        """Where chunk ``index``'s segment goes; the render key in the name keeps stale segments apart."""
+        name = f"{index:05d}-{key[:12]}.{self.encoder.container}"
+        return storage.join(work_url, "segments", self.name, name)
