@@ -91,9 +91,8 @@ class Elasticity:
     idle_release_seconds: float = 5.0
     release_actor: Callable[[str, Any], None] | None = None
     upcoming: Callable[[], int] | None = None
-    """Work items the caller will still submit (e.g. renders of shots whose analysis is
-    still running).  Actors are not released while it is positive: releasing them in the
-    gap between a shot's analysis and its render would only pay their set-up again."""
+    """Work items the caller will still submit (renders of shots still in analysis): while it is
+    positive no actor is released (it would only pay its set-up again a moment later)."""
 
 
 def unwrap(exc: BaseException) -> BaseException:
