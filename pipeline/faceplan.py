@@ -338,7 +338,9 @@ def plan_shot(
         if identity is None:
             continue
         frames = np.array([o.frame_index for o in obs], dtype=np.int64)
-        values = np.stack([np.concatenate([o.landmarks.reshape(-1), o.box]).astype(np.float64) for o in obs])
+        values = np.concatenate(
+            [np.stack([o.landmarks.reshape(-1) for o in obs]), np.stack([o.box for o in obs])], axis=1
+        ).astype(np.float64)
         # Face size in pixels makes the smoother's speed threshold resolution independent.
         scale = float(np.median([np.sqrt(max(_area(o.box), 1.0)) for o in obs]))
         for seg in _segments(frames, config.max_gap_frames):
@@ -352,8 +354,10 @@ def plan_shot(
                     beta=config.smoothing_beta,
                     derivative_cutoff_hz=config.smoothing_derivative_cutoff_hz,
                 )
-            for f, row, interp in zip(dense_frames.tolist(), dense, interpolated.tolist()):
-                box = row[10:14].astype(np.float32)
+            boxes = dense[:, 10:14].astype(np.float32)
+            landmarks = dense[:, :10].reshape(-1, 5, 2).astype(np.float32)
+            for i, (f, interp) in enumerate(zip(dense_frames.tolist(), interpolated.tolist(), strict=True)):
+                box = boxes[i].copy()  # its own memory: a view would carry the whole track when pickled
                 if interp and _hidden(box, faces_per_frame[f], config.occluded_overlap):
                     continue  # behind another face: pasting here would cover the face in front
                 tasks[f].append(
@@ -361,7 +365,7 @@ def plan_shot(
                         track_id=tid,
                         identity=identity,
                         box=box,
-                        landmarks=row[:10].reshape(5, 2).astype(np.float32),
+                        landmarks=landmarks[i].copy(),
                         extra={"interpolated": bool(interp)},
                     )
                 )

@@ -262,7 +262,12 @@ class Tracker:
         st.tracks = [t for t in st.tracks if frame_index - t.last_frame - 1 <= cfg.max_gap_frames]
         st.last_frame = frame_index
         ids = [-1] * len(faces)
-        if faces and st.tracks:
+        if len(faces) == 1 and len(st.tracks) == 1:
+            # One face, one track (most frames of most shots): the assignment is that pair or nothing.
+            if self._admissible(frame_index, st.tracks[0], faces[0]):
+                self._extend(st.tracks[0], frame_index, faces[0])
+                ids[0] = st.tracks[0].track_id
+        elif faces and st.tracks:
             score, admissible = self._scores(frame_index, faces)
             # Inadmissible pairs get a score no admissible set can beat, then are discarded.
             cost = np.where(admissible, -score, 1e6)
@@ -298,6 +303,17 @@ class Tracker:
         admissible = (iou >= cfg.iou_threshold) | (has_cos & (cos >= cfg.embedding_threshold))
         score = iou + cfg.embedding_weight * np.where(has_cos, cos, 0.0)
         return score, admissible
+
+    def _admissible(self, frame_index: int, track: ActiveTrack, face: Face) -> bool:
+        """:meth:`_scores`' admissibility for one track and one face, the same float64 arithmetic."""
+        cfg = self.config
+        iou = float(_box_iou_few([track.predicted_box(frame_index)], [np.asarray(face.box, np.float64)])[0, 0])
+        if iou >= cfg.iou_threshold:
+            return True
+        mean = track.mean_embedding()
+        if mean is None or face.embedding is None or face.embedding.shape != mean.shape:
+            return False
+        return float(np.dot(mean, np.asarray(face.embedding, np.float64))) >= cfg.embedding_threshold
 
     def _extend(self, track: ActiveTrack, frame_index: int, face: Face) -> None:
         box = np.asarray(face.box, np.float64)
