@@ -307,7 +307,9 @@ class Tracker:
     def _admissible(self, frame_index: int, track: ActiveTrack, face: Face) -> bool:
         """:meth:`_scores`' admissibility for one track and one face, the same float64 arithmetic."""
         cfg = self.config
-        iou = float(_box_iou_few([track.predicted_box(frame_index)], [np.asarray(face.box, np.float64)])[0, 0])
+        iou = float(
+            _box_iou_few([track.predicted_box(frame_index)], [np.asarray(face.box, np.float64)])[0, 0]
+        )
         if iou >= cfg.iou_threshold:
             return True
         mean = track.mean_embedding()

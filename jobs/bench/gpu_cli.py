@@ -62,4 +62,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(result))
     print(f"wrote {os.path.join(settings.out, 'gpu_bench.json')}")
     return 0
-

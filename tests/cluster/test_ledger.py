@@ -59,7 +59,9 @@ def test_a_segment_is_committed_only_when_its_upload_is_whole(tmp_path) -> None:
     error = ledger.commit_segment("a", record)
     assert error is not None and "uploaded 10 bytes" in str(error)
     assert ledger.segment("a", 0, RenderKey("r")) is None
-    assert ledger.commit_segment("a", RenderRecord(0, RenderKey("r"), str(segment), "0" * 64, 10, 24, 1)) is None
+    assert (
+        ledger.commit_segment("a", RenderRecord(0, RenderKey("r"), str(segment), "0" * 64, 10, 24, 1)) is None
+    )
     assert ledger.segment("a", 0, RenderKey("r")) is not None
     segment.unlink()  # deleted once the shot is published: nothing to reuse
     assert ledger.segment("a", 0, RenderKey("r")) is None

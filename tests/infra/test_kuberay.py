@@ -160,7 +160,9 @@ def _missing_group_name(m: dict[str, Any]) -> None:
 
 
 def _typo_in_container(m: dict[str, Any]) -> None:
-    _cluster_spec(m)["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    _cluster_spec(m)["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = (
+        "Always"
+    )
 
 
 def _typo_in_volume(m: dict[str, Any]) -> None:
@@ -297,7 +299,12 @@ def test_configmap_shape(configmap: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     "path, value",
-    [(("data", "spec.yaml"), 3), (("metadata", "name"), "Recast_Spec"), (("kind",), "Secret"), (("spec",), {})],
+    [
+        (("data", "spec.yaml"), 3),
+        (("metadata", "name"), "Recast_Spec"),
+        (("kind",), "Secret"),
+        (("spec",), {}),
+    ],
 )
 def test_broken_configmap_fails(configmap: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     broken = copy.deepcopy(configmap)
@@ -319,4 +326,3 @@ def test_no_credentials_in_manifests() -> None:
         text = path.read_text()
         assert not re.search(r"AKIA[0-9A-Z]{16}|BEGIN [A-Z ]*PRIVATE KEY|aws_secret_access_key", text), path
         assert "kind: Secret" not in text, path
-

@@ -171,8 +171,16 @@ def test_spot_preferred_with_on_demand_fallback(cloud: str, config: dict[str, An
 
 
 def test_credentials_from_roles_never_keys(cloud: str, config: dict[str, Any]) -> None:
-    forbidden = {"ssh_private_key", "gcp_credentials", "aws_access_key_id", "aws_secret_access_key",
-                 "credentials", "private_key", "password", "token"}
+    forbidden = {
+        "ssh_private_key",
+        "gcp_credentials",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "credentials",
+        "private_key",
+        "password",
+        "token",
+    }
     keys = {key.lower() for _, key in walk_keys(config)}
     assert not keys & forbidden
     text = LAUNCHER_CONFIGS[cloud].read_text()
