@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 PROGRESS_EVERY_SECONDS = 10.0
 REPOLL_AFTER_SECONDS = 0.002
+TURN_SECONDS = 0.5
+"""At most this long handling results before merges, progress and the report get their turn."""
 WORK_ATTEMPTS = 2
 """Tries of a chunk whose work raised (not a lost actor): a deterministic failure then fails its shot."""
 _RENDER, _ANALYZE = 0, 1  # render work first: it finishes shots
@@ -114,10 +116,12 @@ class JobLoop:
                     raise RuntimeError("driver stalled: no work in flight and no merge running")
                 wait_futures(list(self.merging.values()), timeout=0.5, return_when=FIRST_COMPLETED)
             outcomes = deque(self.dispatcher.wait(timeout=0.5))
+            turn_started = time.perf_counter()
             while outcomes:
                 started = time.perf_counter()
                 self._handle(outcomes.popleft())
-                if time.perf_counter() - started > REPOLL_AFTER_SECONDS:
+                now = time.perf_counter()
+                if now - started > REPOLL_AFTER_SECONDS and now - turn_started < TURN_SECONDS:
                     # Handling took a while: actors that finished meanwhile get their next work now.
                     outcomes.extend(self.dispatcher.wait(timeout=0))
             for name in [n for n, f in self.merging.items() if f.done()]:
