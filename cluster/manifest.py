@@ -171,7 +171,7 @@ def faces_to_npz(faces: Sequence[Sequence[Face]]) -> bytes:
                     emb[i] = f.embedding
             arrays["embeddings"] = emb
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as the allow_pickle flag
     return buf.getvalue()
 
 

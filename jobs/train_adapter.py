@@ -58,7 +58,7 @@ def _frames(url: str, every: int, limit: int) -> list[np.ndarray]:
 
     out: list[np.ndarray] = []
     try:
-        with storage.open_read(url) as fh, av.open(fh) as container:
+        with storage.open_read(url) as fh, av.open(fh, mode="r") as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
             for i, frame in enumerate(container.decode(stream)):

@@ -9,6 +9,8 @@ matrix (never swscale's silent BT.601 default for an HD source).
 
 from __future__ import annotations
 
+from av.video.reformatter import Colorspace
+
 # fmt: off
 PRIMARIES: dict[int, str] = {
     1: "bt709", 4: "bt470m", 5: "bt470bg", 6: "smpte170m", 7: "smpte240m", 8: "film",
@@ -51,7 +53,7 @@ def code_of(table: dict[int, str], name: str | None, unspecified: int) -> int:
     raise ValueError(f"unknown colour tag {name!r}")
 
 
-def sws_matrix(colorspace: str | None, height: int) -> str:
+def sws_matrix(colorspace: str | None, height: int) -> Colorspace:
     """The swscale matrix used to convert this source between YUV and RGB.
 
     Untagged sources follow the common convention (BT.709 for HD, BT.601 for SD)
@@ -59,8 +61,8 @@ def sws_matrix(colorspace: str | None, height: int) -> str:
     up to quantisation whatever the tag says.
     """
     if colorspace in _SWS_MATRIX:
-        return _SWS_MATRIX[colorspace]
-    return "ITU709" if height >= 720 else "ITU601"
+        return Colorspace[_SWS_MATRIX[colorspace]]
+    return Colorspace.ITU709 if height >= 720 else Colorspace.ITU601
 
 
 def sws_range(color_range: str | None, pix_fmt: str) -> str:

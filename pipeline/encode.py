@@ -26,11 +26,13 @@ import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import TracebackType
-from typing import Literal, Self
+from typing import Literal, Self, cast
 
 import av
 import numpy as np
+from av.video.codeccontext import VideoCodecContext
 from av.video.reformatter import VideoReformatter
+from av.video.stream import VideoStream
 from pydantic import field_validator
 
 from pipeline.chunking import Chunk
@@ -96,7 +98,7 @@ class EncoderChoice:
 def can_open(name: str, pix_fmt: str, width: int = 256, height: int = 256) -> bool:
     """Whether encoder ``name`` opens on this machine (NVENC fails at once without a GPU)."""
     try:
-        ctx = av.CodecContext.create(name, "w")
+        ctx = cast(VideoCodecContext, av.CodecContext.create(name, "w"))
         ctx.width, ctx.height, ctx.pix_fmt = width, height, pix_fmt
         ctx.time_base = Fraction(1, 25)
         ctx.framerate = Fraction(25)
@@ -231,7 +233,9 @@ class SegmentWriter:
         try:
             self._container = av.open(path, mode="w", format=choice.container)
             tb = info.time_base
-            stream = self._container.add_stream(choice.name, rate=info.frame_rate or Fraction(25))
+            stream = cast(
+                VideoStream, self._container.add_stream(choice.name, rate=info.frame_rate or Fraction(25))
+            )
             ctx = stream.codec_context
             ctx.width, ctx.height, ctx.pix_fmt = info.width, info.height, choice.pix_fmt
             ctx.time_base = tb

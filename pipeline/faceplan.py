@@ -183,6 +183,7 @@ def _decide_identities(
             mean = _mean_embedding(obs)
             sims: list[float] = []
             for ref_name, source, emb in refs if mean is not None else []:
+                assert mean is not None
                 if emb.shape != mean.shape:
                     raise SpecError(
                         f"selection.references.{ref_name}",

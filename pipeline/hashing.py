@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from typing import BinaryIO
+from typing import IO
 
 BLOCK_BYTES = 1 << 20
 
 
-def sha256_stream(fh: BinaryIO) -> tuple[str, int]:
+def sha256_stream(fh: IO[bytes]) -> tuple[str, int]:
     """Hex sha256 and byte count of everything left in ``fh``, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     nbytes = 0

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 import av
 
@@ -153,7 +154,7 @@ def _write(
                         raise MediaError(
                             url, "codec headers differ from the first segment; cannot stream-copy"
                         )
-                    seg_tb = stream.time_base
+                    seg_tb = cast(Fraction, stream.time_base)  # PyAV gives a Fraction
                     for packet in container.demux(stream):
                         if packet.size == 0 or packet.dts is None:
                             continue
@@ -193,7 +194,8 @@ def _materialise(packets: Iterator[av.Packet]) -> Iterator[av.Packet]:
 
 def _keyed(order: int, packets: Iterator[av.Packet]) -> Iterator[tuple[Fraction, int, int, av.Packet]]:
     for seq, packet in enumerate(packets):
-        yield packet.dts * packet.time_base, order, seq, packet
+        # Only packets with a dts reach here (the demux loops skip the others).
+        yield (packet.dts or 0) * packet.time_base, order, seq, packet
 
 
 def _rebase(ts: int | None, seg_tb: Fraction, shift: Fraction, out_tb: Fraction) -> int | None:

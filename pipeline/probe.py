@@ -260,7 +260,7 @@ def probe(url: str, *, allow_truncated: bool = False) -> VideoInfo:
         for s in audio_streams:
             a_tb = s.time_base or Fraction(1, s.sample_rate or 1)
             if s.index not in audio_packets:
-                a_dur = float(s.duration * a_tb)
+                a_dur = float((s.duration or 0) * a_tb)
             elif packets := audio_packets[s.index]:
                 a_dur = float((_packet_end(packets) - min(p for p, _ in packets)) * a_tb)
             else:

@@ -146,7 +146,7 @@ def listdir(url: str) -> list[str]:
     return _on(url, local, remote)
 
 
-def _replace_atomically(dest: str, write: Callable[[str], None]) -> None:
+def _replace_atomically(dest: str, write: Callable[[str], object]) -> None:
     """``write`` a hidden temporary file beside ``dest``, then rename it over ``dest``."""
     os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
     head, tail = os.path.split(dest)

@@ -206,7 +206,9 @@ def run_scale(settings: ScaleSettings) -> dict[str, Any]:
         render_seconds=settings.render_seconds * settings.time_scale,
         faces_per_frame=settings.faces_per_frame,
     )
-    hosts = [SimulatedHost.options(max_concurrency=10_000).remote(work) for _ in range(settings.hosts)]
+    hosts: list[Any] = [
+        SimulatedHost.options(max_concurrency=10_000).remote(work) for _ in range(settings.hosts)
+    ]
     ray.get([h.call_log.remote() for h in hosts])  # hosts up before the clock starts
     spec = scale_spec(settings)
     prepared = prepare(settings, spec, resumed=False)

@@ -56,8 +56,7 @@ def _faces(chunk: Chunk, info: VideoInfo, work: SimulatedWork) -> list[list[Face
     return out
 
 
-@ray.remote(num_cpus=0)
-class SimulatedHost:
+class SimulatedHostWorker:
     """Hosts many simulated actors (slots); every call sleeps, then answers like a render actor."""
 
     def __init__(self, work: SimulatedWork) -> None:
@@ -127,6 +126,10 @@ class SimulatedHost:
 
     async def call_log(self) -> list[tuple[int, str, str, int, float, float]]:
         return list(self.calls)
+
+
+SimulatedHost = ray.remote(num_cpus=0)(SimulatedHostWorker)
+"""``SimulatedHostWorker`` as an asyncio Ray actor (give it a high ``max_concurrency``)."""
 
 
 class _Method:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import cv2
 import numpy as np
@@ -266,12 +267,12 @@ def _boxes_per_frame(
 ) -> list[Sequence[Sequence[float]] | None]:
     if boxes is None:
         return [None] * n_frames
-    boxes = list(boxes)
-    if boxes and np.ndim(boxes[0]) == 1:
-        return [boxes] * n_frames  # one set of boxes for every frame
-    if len(boxes) != n_frames:
-        raise ValueError(f"got {len(boxes)} box lists for {n_frames} frames")
-    return boxes
+    items: list[Any] = list(boxes)
+    if items and np.ndim(items[0]) == 1:
+        return [items] * n_frames  # one set of boxes for every frame
+    if len(items) != n_frames:
+        raise ValueError(f"got {len(items)} box lists for {n_frames} frames")
+    return items
 
 
 def label(frame: np.ndarray, text: str = "AI-altered") -> np.ndarray:
