@@ -210,7 +210,7 @@ class JobSpec(Frozen):
     chunking: ChunkingSpec = ChunkingSpec()
     resources: ResourcesSpec = ResourcesSpec()
     provenance: ProvenanceSpec | None = None
-    """None (no block): no policy, signing, watermark or audit, as before."""
+    """None (no block): no policy, signing, watermark or audit."""
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,126 @@
+"""The shape of the code base: small modules, no import cycles, product code apart from tests.
+
+Read statically (``ast``), so a violation is reported with the file and the
+names, whatever the machine has installed.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("pipeline", "cluster", "actors", "jobs")
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = path
+    return out
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node, except those under ``if TYPE_CHECKING:`` (imports for annotations only)."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """Project modules ``path`` imports when it runs, at any depth (function-level imports too)."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [base]).strip(".")
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        for target in targets:
+            # The deepest known module the import names (``from a.b import c`` may name module a.b.c).
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in _modules().values()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_import_cycles() -> None:
+    modules = _modules()
+    known = set(modules)
+    graph = {name: _imports(path, name, known) - {name} for name, path in modules.items()}
+    # Package __init__ modules are imported by every submodule's import; they take part only
+    # through what they import themselves.
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            if dep in modules and modules[dep].name == "__init__.py" and node.startswith(dep + "."):
+                continue  # a module inside a package "imports" its package: not a cycle
+            if state.get(dep) == 1:
+                cycles.append(stack[stack.index(dep) :] + [dep])
+            elif dep not in state:
+                visit(dep)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_product_code_never_imports_tests() -> None:
+    offenders = {}
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            mods = []
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                mods = [node.module]
+            if any(m == "tests" or m.startswith("tests.") for m in mods):
+                offenders[name] = mods
+    assert not offenders, f"product modules importing tests/: {offenders}"
+
+
+def test_the_checks_before_ray_import_no_ray() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, cluster.checks, cluster.keys, cluster.ledger, cluster.report, cluster.publish;"
+        "bad = sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'));"
+        "sys.exit(f'imported {bad[:3]}' if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr or result.stdout
