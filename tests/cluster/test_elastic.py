@@ -21,10 +21,10 @@ import ray
 from cluster.driver import JobRunner
 from cluster.spec import parse_spec
 from jobs.democlip import write_source_image
-from tests.conftest import free_port
 from tests.media import ClipSpec, make_clip, read_index
-from tests.raytools import RAY_ENV, REPO
+from tests.raytools import RAY_ENV, REPO, free_port
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 logger = logging.getLogger(__name__)
 
 RESOURCE = "recast_gpu"

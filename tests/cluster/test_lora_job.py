@@ -30,7 +30,6 @@ from pipeline.errors import ModelPackError
 from pipeline.lora import prepare_model, write_adapter
 from pipeline.models.default_pack import YUNET_CONTRACT, float_yunet_bytes
 from tests.lora_models import make_recognizer, make_swapper
-from tests.raytools import local_ray
 
 SIDE = 160  # each face picture is SIDE x SIDE; the frame is two of them side by side
 FRAMES = 24
@@ -147,8 +146,9 @@ def _decode(path: str) -> np.ndarray:
         return np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)]).astype(np.int16)
 
 
-def test_two_identities_one_with_adapter(setup, tmp_path) -> None:
-    with local_ray(num_cpus=2):
+@pytest.mark.ray
+def test_two_identities_one_with_adapter(setup, tmp_path, ray_session) -> None:
+    with ray_session.use():
         with_adapter = run_job(parse_spec(_spec(setup, str(tmp_path / "a"), "lora-a", adapter=True)))
         without = run_job(parse_spec(_spec(setup, str(tmp_path / "b"), "lora-b", adapter=False)))
     for summary in (with_adapter, without):

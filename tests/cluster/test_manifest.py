@@ -22,7 +22,6 @@ from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.encode import EncoderChoice
 from pipeline.faces.types import Face, FaceTask
 from tests.cluster.faultjobs import job_spec, make_media, records
-from tests.raytools import local_ray
 
 
 def _faces(seed: int) -> list[list[Face]]:
@@ -141,7 +140,8 @@ def media(tmp_path_factory) -> dict[str, str]:
     return out
 
 
-def test_changed_spec_or_source_redoes_exactly_the_affected_work(media, tmp_path) -> None:
+@pytest.mark.ray
+def test_changed_spec_or_source_redoes_exactly_the_affected_work(media, tmp_path, ray_session) -> None:
     out = str(tmp_path / "out")
     work = os.path.join(out, ".recast-work", "invalidate")
     shot_b = str(tmp_path / "b.mp4")
@@ -154,7 +154,7 @@ def test_changed_spec_or_source_redoes_exactly_the_affected_work(media, tmp_path
         data["faces"] = {"batch_size": 4, **faces}
         return parse_spec(data)
 
-    with local_ray(num_cpus=2):
+    with ray_session.use():
         first = {s.name: s for s in run_job(spec()).shots}
         assert all(
             s.status == "published" and s.analyses_run == 2 and s.chunks_rendered == 2 for s in first.values()

@@ -21,7 +21,7 @@ from pipeline import storage
 from pipeline.probe import probe
 from tests.raytools import ray_head, s3_env_vars
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def decode_all(path: str) -> list[np.ndarray]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -44,9 +45,8 @@ def test_missing_file_names_the_url(tmp_path):
     missing = f"{tmp_path}/nope.mp4"
     with pytest.raises(StorageError, match="nope.mp4: not found"):
         storage.read_bytes(missing)
-    with pytest.raises(StorageError, match="not found"):
-        with storage.open_read(missing):
-            pass
+    with pytest.raises(StorageError, match="not found"), storage.open_read(missing):
+        pass
 
 
 def test_unwritable_location_is_a_storage_error():
@@ -67,7 +67,7 @@ def test_s3_round_trip(s3_bucket, tmp_path):
     storage.publish_file(src, f"{s3_bucket}/dir/pub.bin")
     assert storage.listdir(f"{s3_bucket}/dir") == [f"{s3_bucket}/dir/obj.bin", f"{s3_bucket}/dir/pub.bin"]
     with storage.fetched(f"{s3_bucket}/dir/pub.bin", suffix=".bin") as local:
-        assert open(local, "rb").read() == b"published"
+        assert Path(local).read_bytes() == b"published"
     storage.remove(f"{s3_bucket}/dir", recursive=True)
     assert storage.listdir(f"{s3_bucket}/dir") == []
 
