@@ -13,7 +13,7 @@ from cluster.spec import parse_spec
 from jobs.democlip import write_source_image
 from pipeline import storage
 from pipeline.errors import SpecError
-from tests.media import ClipSpec, make_clip, read_index
+from tests.clips import ClipSpec, read_index, write_clip
 
 pytestmark = pytest.mark.ray
 
@@ -22,8 +22,8 @@ pytestmark = pytest.mark.ray
 def media(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("driver-media")
     return {
-        "long": make_clip(str(root / "long.mp4"), ClipSpec(frames=96, rate=24, gop=12)),
-        "short": make_clip(str(root / "short.mp4"), ClipSpec(frames=40, rate=24, gop=12, audio=False)),
+        "long": write_clip(str(root / "long.mp4"), ClipSpec(frames=96, rate=24, gop=12)),
+        "short": write_clip(str(root / "short.mp4"), ClipSpec(frames=40, rate=24, gop=12, audio=False)),
         "source": write_source_image(str(root / "source.jpg")),
     }
 
@@ -110,7 +110,7 @@ def test_bad_source_face_is_named(ray_local, media, tmp_path) -> None:
     still = os.path.join(str(tmp_path), "noface.png")
     import cv2
 
-    from tests.media import frame_rgb
+    from tests.clips import frame_rgb
 
     cv2.imwrite(still, frame_rgb(3, 160, 120))
     data["identities"] = {"hero": {"images": [still]}}

@@ -21,7 +21,7 @@ import ray
 from cluster.driver import JobRunner
 from cluster.spec import parse_spec
 from jobs.democlip import write_source_image
-from tests.media import ClipSpec, make_clip, read_index
+from tests.clips import ClipSpec, read_index, write_clip
 from tests.raytools import RAY_ENV, REPO, free_port
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -73,7 +73,7 @@ def media(tmp_path_factory) -> dict[str, str]:
     return {
         # 20 one-second chunks of tiny frames: one actor analyses a chunk in about 0.35 s here and a
         # late actor is ready about 1.5 s after its node joins, so the new node still finds work.
-        "shot": make_clip(str(root / "long.mp4"), ClipSpec(frames=FRAMES, rate=24, gop=12, audio=False)),
+        "shot": write_clip(str(root / "long.mp4"), ClipSpec(frames=FRAMES, rate=24, gop=12, audio=False)),
         "source": write_source_image(str(root / "source.jpg")),
     }
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -29,6 +28,7 @@ from jobs.democlip import insightface_image
 from pipeline.errors import ModelPackError
 from pipeline.lora import prepare_model, write_adapter
 from pipeline.models.default_pack import YUNET_CONTRACT, float_yunet_bytes
+from tests.clips import ClipSpec, write_clip
 from tests.lora_models import make_recognizer, make_swapper
 
 SIDE = 160  # each face picture is SIDE x SIDE; the frame is two of them side by side
@@ -107,20 +107,17 @@ def setup(tmp_path_factory) -> dict[str, str]:
     cv2.imwrite(paths["other"], cv2.cvtColor(other, cv2.COLOR_RGB2BGR))
     clip = str(root / "two.mp4")
     frame = np.concatenate([astronaut, other], axis=1)
-    with av.open(clip, "w") as out:
-        stream = out.add_stream("libx264", rate=24)
-        stream.width, stream.height, stream.pix_fmt = 2 * SIDE, SIDE, "yuv420p"
-        stream.options = {
-            "crf": "12",
-            "preset": "veryfast",
-            "x264-params": "keyint=12:min-keyint=12:scenecut=0",
-        }
-        for i in range(FRAMES):
-            shifted = np.roll(frame, i // 6, axis=0)  # a little movement
-            vf = av.VideoFrame.from_ndarray(shifted, format="rgb24")
-            vf.pts, vf.time_base = i, Fraction(1, 24)
-            out.mux(stream.encode(vf))
-        out.mux(stream.encode(None))
+    spec = ClipSpec(
+        width=2 * SIDE,
+        height=SIDE,
+        frames=FRAMES,
+        rate=24,
+        tag_colour=False,
+        timecode=None,
+        audio=False,
+        options={"crf": "12", "preset": "veryfast", "x264-params": "keyint=12:min-keyint=12:scenecut=0"},
+    )
+    write_clip(clip, spec, lambda i: np.roll(frame, i // 6, axis=0))  # a little movement
     return {"pack": str(pack), "adapter": adapter, "adapter_sha": adapter_sha, "clip": clip, **paths}
 
 

@@ -18,7 +18,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 import ray
@@ -26,6 +25,7 @@ import yaml
 
 from cluster.manifest import stat_fingerprint
 from jobs.render import EXIT_BAD_INPUT, EXIT_RENDER_FAILED, main
+from tests.clips import write_audio
 from tests.cluster.faultjobs import job_spec, make_media, tmp_files
 from tests.raytools import RAY_ENV, REPO, free_port
 
@@ -43,14 +43,7 @@ def media(tmp_path_factory) -> dict[str, str]:
         bytes(np.random.default_rng(3).integers(0, 256, 200_000, dtype=np.uint8))
     )
     (root / "notmedia.mp4").write_text("shot list\nsc01 hero\n" * 100)
-    with av.open(str(root / "audio.mp4"), "w") as container:
-        stream = container.add_stream("aac", rate=48000)
-        stream.layout = "mono"
-        for start in range(0, 48000, 1024):
-            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="flt", layout="mono")
-            frame.sample_rate, frame.pts = 48000, start
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode(None))
+    write_audio(root / "audio.mp4", np.zeros(47 * 1024, np.float32))  # about a second of silence
     out.update({k: str(root / f"{k}.mp4") for k in ("zero", "truncated", "corrupt", "notmedia", "audio")})
     return out
 
@@ -312,7 +305,7 @@ def test_access_denied(media, dest, tmp_path, denying_s3) -> None:
 def test_source_image_without_face(media, dest, tmp_path, capsys, ray_local) -> None:
     import cv2
 
-    from tests.media import frame_rgb
+    from tests.clips import frame_rgb
 
     still = tmp_path / "noface.png"
     cv2.imwrite(str(still), frame_rgb(3, 160, 120))
