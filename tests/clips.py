@@ -25,6 +25,7 @@ from typing import BinaryIO
 import av
 import numpy as np
 import pytest
+from av.container import OutputContainer
 
 BITS = 12
 COLS, ROWS = 6, 2  # 12 blocks in the top half
@@ -145,6 +146,7 @@ def write_clip(
     target = str(dest) if isinstance(dest, str | Path) else dest
     with av.open(target, mode="w", format=container_format) as out:
         stream = out.add_stream(spec.codec, rate=spec.rate)
+        assert isinstance(stream, av.VideoStream), spec.codec
         ctx = stream.codec_context
         ctx.width, ctx.height, ctx.pix_fmt = spec.width, spec.height, spec.pix_fmt
         if spec.time_base is not None:
@@ -225,7 +227,7 @@ def _video_frame(rgb: np.ndarray, spec: ClipSpec) -> av.VideoFrame:
     )
 
 
-def _mux_audio(out: av.container.OutputContainer, stream: av.AudioStream, samples: np.ndarray) -> None:
+def _mux_audio(out: OutputContainer, stream: av.AudioStream, samples: np.ndarray) -> None:
     for start in range(0, len(samples), 1024):
         block = np.ascontiguousarray(samples[start : start + 1024][None, :])
         frame = av.AudioFrame.from_ndarray(block, format="flt", layout="mono")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -196,7 +197,7 @@ def frame_times_for(frames: Sequence[object], rate: float = 24.0) -> tuple[float
     return tuple(i / rate for i in range(len(frames)))
 
 
-def selection(**kwargs: object) -> SelectionConfig:
+def selection(**kwargs: Any) -> SelectionConfig:
     """A ``SelectionConfig`` with the given fields (validated as a job spec would be)."""
     return SelectionConfig(**kwargs)
 

@@ -114,7 +114,7 @@ def write_video(
 
 def read_video(path: Path | io.BytesIO) -> list[np.ndarray]:
     """Every frame of a video file as RGB uint8."""
-    with av.open(path) as container:
+    with av.open(path, "r") as container:
         return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
 
 
