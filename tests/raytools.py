@@ -8,7 +8,9 @@ would end every Ray instance on the machine, other tests' included).
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
+import logging
 import os
 import shutil
 import signal
@@ -47,6 +49,7 @@ def s3_env_vars() -> dict[str, str]:
     return {k: os.environ[k] for k in S3_ENV_KEYS if k in os.environ}
 
 
+logger = logging.getLogger(__name__)
 IDLE_WAIT_SECONDS = 30.0
 SHARED_NUM_CPUS = 2
 
@@ -111,15 +114,22 @@ class SharedRay:
         self.starts += 1
 
     def _idle(self) -> bool:
-        """Wait until every CPU is free again (actors are released asynchronously)."""
+        """Wait until every CPU is free again (actors are released asynchronously).
+
+        Handles kept alive only by reference cycles (a caught exception's traceback
+        holds the frames that hold them) are collected first, so their actors end.
+        """
         import ray
 
+        gc.collect()
         deadline = time.monotonic() + IDLE_WAIT_SECONDS
         while True:
             total = ray.cluster_resources().get("CPU", 0.0)
-            if ray.available_resources().get("CPU", 0.0) >= total:
+            free = ray.available_resources().get("CPU", 0.0)
+            if free >= total:
                 return True
             if time.monotonic() > deadline:
+                logger.warning("shared Ray: %.2f of %.2f CPUs still held; starting it afresh", total - free, total)
                 return False
             time.sleep(0.2)
 
