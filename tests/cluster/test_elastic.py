@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 import ray
@@ -29,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 RESOURCE = "recast_gpu"
 FRAMES, CHUNKS = 480, 20
-NODE = {"num_cpus": 1, "resources": {RESOURCE: 1}, "object_store_memory": 100 * 1024 * 1024}
+NODE: dict[str, Any] = {"num_cpus": 1, "resources": {RESOURCE: 1}, "object_store_memory": 100 * 1024 * 1024}
 
 
 @pytest.fixture(scope="module")

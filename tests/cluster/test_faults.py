@@ -143,7 +143,7 @@ def test_lost_node_is_survived_and_output_identical(media, reference, tmp_path) 
     os.environ.update(RAY_ENV)
     if ray.is_initialized():
         ray.shutdown()
-    node = {"num_cpus": 2, "resources": {"recast_node": 2}, "object_store_memory": 100 * 1024 * 1024}
+    node: dict[str, Any] = {"num_cpus": 2, "resources": {"recast_node": 2}, "object_store_memory": 100 * 1024 * 1024}
     cluster = Cluster(
         initialize_head=True,
         head_node_args={

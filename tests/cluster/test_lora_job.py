@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import av
 import cv2
@@ -24,11 +25,11 @@ from skimage import data
 
 from cluster.driver import run_job
 from cluster.spec import parse_spec
-from jobs.democlip import insightface_image
 from pipeline.errors import ModelPackError
 from pipeline.lora import prepare_model, write_adapter
 from pipeline.models.default_pack import YUNET_CONTRACT, float_yunet_bytes
 from tests.clips import ClipSpec, write_clip
+from tests.faces_data import t1
 from tests.lora_models import make_recognizer, make_swapper
 
 SIDE = 160  # each face picture is SIDE x SIDE; the frame is two of them side by side
@@ -47,7 +48,7 @@ def _faces() -> tuple[np.ndarray, np.ndarray]:
     from pipeline.models.runner import ExecutionConfig
 
     astronaut = _crop(data.astronaut(), (140, 30, 330, 250))
-    group = cv2.cvtColor(cv2.imread(insightface_image("t1.jpg")), cv2.COLOR_BGR2RGB)
+    group = t1()
     detector = load_face_models(load_pack("builtin:default"), ExecutionConfig()).detector
     face = max(detector.detect(group), key=lambda f: f.area)
     x1, y1, x2, y2 = (int(v) for v in face.box)
@@ -88,7 +89,7 @@ def setup(tmp_path_factory) -> dict[str, str]:
             {"input_size": [128, 128], "lora": slots.to_contract()},
         ),
     ]
-    manifest = {"name": "lora-job", "version": "1", "models": []}
+    manifest: dict[str, Any] = {"name": "lora-job", "version": "1", "models": []}
     for role, kind, file, payload, contract in models:
         sha = _write(pack, file, payload)
         manifest["models"].append(

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -258,7 +259,7 @@ def test_unreachable_store(media, dest, tmp_path) -> None:
 
 
 @pytest.fixture()
-def denying_s3() -> str:
+def denying_s3() -> Iterator[str]:
     """A moto S3 server of its own that enforces IAM auth: unknown keys are refused (403)."""
     port = free_port()
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
