@@ -1,30 +1,29 @@
-"""Shared fixtures: a real S3 endpoint on loopback, started by the test suite.
+"""Shared fixtures and hooks of the test suite.
 
-moto's threaded server speaks the S3 wire protocol; s3fs talks to it through
-``AWS_ENDPOINT_URL`` exactly as it would talk to AWS, so nothing is mocked
-inside the process under test.
+- ``s3_endpoint`` / ``s3_bucket``: a real S3 endpoint on loopback.  moto's threaded
+  server speaks the S3 wire protocol; s3fs talks to it through ``AWS_ENDPOINT_URL``
+  exactly as it would talk to AWS, so nothing is mocked inside the process under test.
+- ``ray_session`` / ``ray_local``: one local Ray shared by the tests that can share it
+  (see :class:`tests.raytools.SharedRay`); ``no_ray`` for tests that prove Ray never started.
+- The ``gpu`` marker: such tests skip, saying why, when CUDA is missing, or fail when
+  ``--require-gpu`` (or ``RECAST_REQUIRE_GPU=1``) says a GPU must be there.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 
 import pytest
+
+from tests.raytools import SharedRay, free_port
 
 S3_ENV = {
     "AWS_ACCESS_KEY_ID": "recast-test",
     "AWS_SECRET_ACCESS_KEY": "recast-test-secret",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +57,76 @@ def s3_bucket(s3_endpoint: str) -> str:
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
     fs.mkdir(name)
     return f"s3://{name}"
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[SharedRay]:
+    """The session's shared local Ray (2 CPUs, no GPU, no dashboard), shut down at the end.
+
+    Module-scoped fixtures that need Ray call ``ray_session.ensure()``; tests ask for ``ray_local``.
+    """
+    shared = SharedRay()
+    try:
+        yield shared
+    finally:
+        if shared.running():
+            shared.stop()
+
+
+@pytest.fixture()
+def ray_local(ray_session: SharedRay) -> SharedRay:
+    """This process connected to the shared local Ray, every CPU of it free."""
+    ray_session.ensure()
+    return ray_session
+
+
+@pytest.fixture()
+def no_ray(ray_session: SharedRay) -> Iterator[None]:
+    """Ray is not running in this process during the test, and the test must not start it."""
+    ray_session.stop()
+    yield
+    import ray
+
+    assert not ray.is_initialized(), "the code under test started Ray"
+
+
+REQUIRE_GPU_ENV = "RECAST_REQUIRE_GPU"
+_CUDA_MISSING = pytest.StashKey[str]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--require-gpu",
+        action="store_true",
+        default=False,
+        help=f"tests marked gpu fail, instead of skipping, when CUDA is missing (also {REQUIRE_GPU_ENV}=1)",
+    )
+
+
+def _cuda_missing() -> str:
+    """Why CUDA cannot be used here ("" when it can)."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "torch finds no CUDA device"
+    return ""
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``gpu``: skip without CUDA, or fail when a GPU is required."""
+    if item.get_closest_marker("gpu") is None:
+        return
+    config = item.config
+    if _CUDA_MISSING not in config.stash:
+        config.stash[_CUDA_MISSING] = _cuda_missing()
+    missing = config.stash[_CUDA_MISSING]
+    if not missing:
+        return
+    if config.getoption("--require-gpu") or os.environ.get(REQUIRE_GPU_ENV) == "1":
+        pytest.fail(f"needs a CUDA GPU, which is required here: {missing}", pytrace=False)
+    pytest.skip(f"needs a CUDA GPU: {missing}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

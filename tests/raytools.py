@@ -1,4 +1,4 @@
-"""Ray helpers for tests: an in-process local Ray, and a real head node started with ``ray start``.
+"""Ray helpers for tests: the session's shared local Ray, and a real head node started with ``ray start``.
 
 The head runs as ``ray start --head --block`` in its own process group, so
 stopping it ends exactly the processes this test started (a plain ``ray stop``
@@ -8,10 +8,13 @@ would end every Ray instance on the machine, other tests' included).
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
+import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,8 +23,6 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -36,33 +37,103 @@ AGENT_WAIT_SECONDS = 60.0
 S3_ENV_KEYS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 
 
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def s3_env_vars() -> dict[str, str]:
     """The loopback S3 settings of this process (set by the ``s3_endpoint`` fixture)."""
     return {k: os.environ[k] for k in S3_ENV_KEYS if k in os.environ}
 
 
-@contextlib.contextmanager
-def local_ray(num_cpus: int = 2, env_vars: dict[str, str] | None = None) -> Iterator[None]:
-    """``ray.init`` a private local instance for the duration of the block."""
-    import ray
+logger = logging.getLogger(__name__)
+IDLE_WAIT_SECONDS = 30.0
+SHARED_NUM_CPUS = 2
 
-    os.environ.update(RAY_ENV)
-    if ray.is_initialized():
-        ray.shutdown()
-    runtime_env = {"env_vars": {"PYTHONPATH": str(REPO), **RAY_ENV, **(env_vars or {})}}
-    ray.init(
-        address="local",  # a private instance: never attach to another Ray running on the machine
-        num_cpus=num_cpus,
-        num_gpus=0,
-        include_dashboard=False,
-        runtime_env=runtime_env,
-        log_to_driver=False,
-        configure_logging=False,
-    )
-    try:
+
+class SharedRay:
+    """One in-process local Ray that the tests of a session share (the ``ray_local`` fixture).
+
+    Started on first use.  A test that needs a Ray of its own (a multi-node
+    cluster, other settings) shuts the shared one down; the next test that asks
+    for it starts it again.  Before each test the instance must be idle: CPUs
+    still held after :data:`IDLE_WAIT_SECONDS` (actors a failed test left
+    behind) make it start afresh, so one test's leftovers cannot slow or break
+    the next.
+    """
+
+    def __init__(self, num_cpus: int = SHARED_NUM_CPUS) -> None:
+        self.num_cpus = num_cpus
+        self.gcs_address: str | None = None
+        self.starts = 0
+
+    def ensure(self) -> None:
+        """Make the shared instance the connected Ray, idle; start it when it is not."""
+        if self.running() and self._idle():
+            return
+        self.stop()
+        self._start()
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[None]:
+        """The shared instance for the block; it stays up afterwards for the next test."""
+        self.ensure()
         yield
-    finally:
-        ray.shutdown()
+
+    def running(self) -> bool:
+        """Whether this process is connected to the shared instance (not to another Ray)."""
+        import ray
+
+        return ray.is_initialized() and self.gcs_address == ray.get_runtime_context().gcs_address
+
+    def stop(self) -> None:
+        """Disconnect from whatever Ray this process is connected to (the shared one ends with it)."""
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        self.gcs_address = None
+
+    def _start(self) -> None:
+        import ray
+
+        os.environ.update(RAY_ENV)
+        ray.init(
+            address="local",  # a private instance: never attach to another Ray running on the machine
+            num_cpus=self.num_cpus,
+            num_gpus=0,
+            include_dashboard=False,
+            runtime_env={"env_vars": {"PYTHONPATH": str(REPO), **RAY_ENV}},
+            log_to_driver=False,
+            configure_logging=False,
+        )
+        self.gcs_address = ray.get_runtime_context().gcs_address
+        self.starts += 1
+
+    def _idle(self) -> bool:
+        """Wait until every CPU is free again (actors are released asynchronously).
+
+        Handles kept alive only by reference cycles (a caught exception's traceback
+        holds the frames that hold them) are collected first, so their actors end.
+        """
+        import ray
+
+        gc.collect()
+        deadline = time.monotonic() + IDLE_WAIT_SECONDS
+        while True:
+            total = ray.cluster_resources().get("CPU", 0.0)
+            free = ray.available_resources().get("CPU", 0.0)
+            if free >= total:
+                return True
+            if time.monotonic() > deadline:
+                logger.warning(
+                    "shared Ray: %.2f of %.2f CPUs still held; starting it afresh", total - free, total
+                )
+                return False
+            time.sleep(0.2)
 
 
 @dataclass

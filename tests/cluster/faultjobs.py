@@ -62,7 +62,9 @@ def corrupt_middle(src: str, dst: str, first_frame: int, frames: int) -> str:
     with noise: the file still probes (every packet is indexed) but those frames cannot be decoded."""
     shutil.copyfile(src, dst)
     with av.open(src) as container:
-        packets = sorted((p.pts, p.pos, p.size) for p in container.demux(video=0) if p.size)
+        packets = sorted(
+            (p.pts, p.pos, p.size) for p in container.demux(video=0) if p.size and p.pos is not None
+        )
     data = bytearray(Path(dst).read_bytes())
     rng = random.Random(1)
     for _, pos, size in packets[first_frame : first_frame + frames]:

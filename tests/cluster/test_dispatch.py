@@ -11,13 +11,8 @@ import ray
 from cluster.dispatch import Dispatcher, Elasticity, WorkItem
 from cluster.pool import plan_pool
 from pipeline.errors import MediaError, SpecError
-from tests.raytools import local_ray
 
-
-@pytest.fixture(scope="module")
-def ray_cpus2():
-    with local_ray(num_cpus=2):
-        yield
+pytestmark = pytest.mark.ray
 
 
 @ray.remote(num_cpus=0.5)
@@ -119,7 +114,7 @@ def _drain(dispatcher: Dispatcher, timeout: float = 60.0):
     return outcomes
 
 
-def test_spreads_work_respects_priority_and_bounds(ray_cpus2) -> None:
+def test_spreads_work_respects_priority_and_bounds(ray_local) -> None:
     actors = [(f"w{i}", Worker.remote(f"w{i}")) for i in range(3)]
     ray.get([handle.pid.remote() for _, handle in actors])  # warm, as the driver does
     dispatcher = Dispatcher(actors, max_inflight=2)
@@ -139,7 +134,7 @@ def test_spreads_work_respects_priority_and_bounds(ray_cpus2) -> None:
     assert len(first_wave) == 15
 
 
-def test_task_errors_are_returned_not_retried(ray_cpus2) -> None:
+def test_task_errors_are_returned_not_retried(ray_local) -> None:
     dispatcher = Dispatcher([("w0", Worker.remote("w0"))], max_inflight=2)
     dispatcher.submit(_item(-1, priority=(0,)))
     dispatcher.submit(_item(5, priority=(1,)))
@@ -149,7 +144,7 @@ def test_task_errors_are_returned_not_retried(ray_cpus2) -> None:
     assert outcomes[5].value[1] == 5
 
 
-def test_dead_actor_is_replaced_and_work_retried(ray_cpus2) -> None:
+def test_dead_actor_is_replaced_and_work_retried(ray_local) -> None:
     created = []
 
     def replace(dead: str):
@@ -188,7 +183,7 @@ def test_drop_forgets_pending_items_of_a_failed_shot() -> None:
     assert dispatcher.pending == 2 and dispatcher.drop("a") == 0
 
 
-def test_actor_takes_work_only_once_ready(ray_cpus2) -> None:
+def test_actor_takes_work_only_once_ready(ray_local) -> None:
     fast = Light.remote("fast")
     slow = Light.remote("slow", setup_seconds=1.0)
     ray.get(fast.pid.remote())
@@ -206,7 +201,7 @@ def test_actor_takes_work_only_once_ready(ray_cpus2) -> None:
     assert dispatcher.infos["slow"] == "slow"
 
 
-def test_setup_error_of_a_late_actor_ends_it_only(ray_cpus2) -> None:
+def test_setup_error_of_a_late_actor_ends_it_only(ray_local) -> None:
     good, bad = Light.remote("good"), Light.remote("bad")
     ray.get(good.pid.remote())
     dispatcher = Dispatcher(
@@ -228,7 +223,7 @@ def test_setup_error_of_a_late_actor_ends_it_only(ray_cpus2) -> None:
         _drain(dispatcher, timeout=20)
 
 
-def test_affinity_prefers_the_actor_that_ran_the_key(ray_cpus2) -> None:
+def test_affinity_prefers_the_actor_that_ran_the_key(ray_local) -> None:
     actors = [(f"w{i}", Light.remote(f"w{i}")) for i in range(2)]
     ray.get([handle.pid.remote() for _, handle in actors])
     dispatcher = Dispatcher(actors, max_inflight=3)
@@ -260,7 +255,7 @@ def _dies_within(handle: object, seconds: float) -> bool:
     return False
 
 
-def test_elastic_pool_grows_releases_idle_actors_and_grows_again(ray_cpus2) -> None:
+def test_elastic_pool_grows_releases_idle_actors_and_grows_again(ray_local) -> None:
     created: list[tuple[str, object]] = []
 
     def start_actor():

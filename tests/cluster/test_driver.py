@@ -13,22 +13,17 @@ from cluster.spec import parse_spec
 from jobs.bench.clips import write_source_image
 from pipeline import storage
 from pipeline.errors import SpecError
-from tests.media import ClipSpec, make_clip, read_index
-from tests.raytools import local_ray
+from tests.clips import ClipSpec, read_index, write_clip
 
-
-@pytest.fixture(scope="module")
-def ray_cpus2():
-    with local_ray(num_cpus=2):
-        yield
+pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
 def media(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("driver-media")
     return {
-        "long": make_clip(str(root / "long.mp4"), ClipSpec(frames=96, rate=24, gop=12)),
-        "short": make_clip(str(root / "short.mp4"), ClipSpec(frames=40, rate=24, gop=12, audio=False)),
+        "long": write_clip(str(root / "long.mp4"), ClipSpec(frames=96, rate=24, gop=12)),
+        "short": write_clip(str(root / "short.mp4"), ClipSpec(frames=40, rate=24, gop=12, audio=False)),
         "source": write_source_image(str(root / "source.jpg")),
     }
 
@@ -52,7 +47,7 @@ def decoded_indices(url: str) -> list[int]:
         return [read_index(f.to_ndarray(format="rgb24")) for f in container.decode(video=0)]
 
 
-def test_two_shots_on_three_actors(ray_cpus2, media, tmp_path) -> None:
+def test_two_shots_on_three_actors(ray_local, media, tmp_path) -> None:
     spec = parse_spec(job(media, str(tmp_path)))
     summary = run_job(spec)
     assert summary.ok, summary.table()
@@ -107,7 +102,7 @@ def test_two_shots_on_three_actors(ray_cpus2, media, tmp_path) -> None:
     assert skipped.ok and {s.status for s in skipped.shots} == {"skipped"} and skipped.actors == 0
 
 
-def test_bad_source_face_is_named(ray_cpus2, media, tmp_path) -> None:
+def test_bad_source_face_is_named(ray_local, media, tmp_path) -> None:
     from pipeline.errors import FaceError
 
     data = job(media, str(tmp_path))
@@ -115,7 +110,7 @@ def test_bad_source_face_is_named(ray_cpus2, media, tmp_path) -> None:
     still = os.path.join(str(tmp_path), "noface.png")
     import cv2
 
-    from tests.media import frame_rgb
+    from tests.clips import frame_rgb
 
     cv2.imwrite(still, frame_rgb(3, 160, 120))
     data["identities"] = {"hero": {"images": [still]}}
@@ -140,7 +135,7 @@ def test_cpu_actors_use_the_cores_they_reserve(media, tmp_path) -> None:
     assert (gpu.execution.intra_op_threads, gpu.codec_threads) == (0, 0)
 
 
-def test_actor_process_env_caps_malloc_arenas_and_keeps_the_jobs(ray_cpus2) -> None:
+def test_actor_process_env_caps_malloc_arenas_and_keeps_the_jobs(ray_local) -> None:
     """Render actors start with MALLOC_ARENA_MAX (memory flat in shot length) merged into the job's env."""
     import ray
 

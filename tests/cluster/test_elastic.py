@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 import ray
@@ -21,15 +22,15 @@ import ray
 from cluster.driver import JobRunner
 from cluster.spec import parse_spec
 from jobs.bench.clips import write_source_image
-from tests.conftest import free_port
-from tests.media import ClipSpec, make_clip, read_index
-from tests.raytools import RAY_ENV, REPO
+from tests.clips import ClipSpec, read_index, write_clip
+from tests.raytools import RAY_ENV, REPO, free_port
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 logger = logging.getLogger(__name__)
 
 RESOURCE = "recast_gpu"
 FRAMES, CHUNKS = 480, 20
-NODE = {"num_cpus": 1, "resources": {RESOURCE: 1}, "object_store_memory": 100 * 1024 * 1024}
+NODE: dict[str, Any] = {"num_cpus": 1, "resources": {RESOURCE: 1}, "object_store_memory": 100 * 1024 * 1024}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def media(tmp_path_factory) -> dict[str, str]:
     return {
         # 20 one-second chunks of tiny frames: one actor analyses a chunk in about 0.35 s here and a
         # late actor is ready about 1.5 s after its node joins, so the new node still finds work.
-        "shot": make_clip(str(root / "long.mp4"), ClipSpec(frames=FRAMES, rate=24, gop=12, audio=False)),
+        "shot": write_clip(str(root / "long.mp4"), ClipSpec(frames=FRAMES, rate=24, gop=12, audio=False)),
         "source": write_source_image(str(root / "source.jpg")),
     }
 

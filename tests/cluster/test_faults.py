@@ -25,8 +25,9 @@ import yaml
 from cluster.driver import JobRunner, run_job
 from cluster.spec import parse_spec
 from tests.cluster.faultjobs import corrupt_middle, job_spec, make_media, records, sha256_file, tmp_files
-from tests.raytools import RAY_ENV, REPO, local_ray
+from tests.raytools import RAY_ENV, REPO
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 logger = logging.getLogger(__name__)
 CHUNKS = 3
 
@@ -37,10 +38,10 @@ def media(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def reference(media, tmp_path_factory) -> str:
-    """sha256 of a clean run's output (its own Ray, shut down afterwards)."""
+def reference(media, tmp_path_factory, ray_session) -> str:
+    """sha256 of a clean run's output (on the shared local Ray)."""
     out = str(tmp_path_factory.mktemp("fault-clean"))
-    with local_ray(num_cpus=2):
+    with ray_session.use():
         summary = run_job(parse_spec(job_spec(media, out, "clean")))
     assert summary.ok, summary.table()
     assert summary.shots[0].chunks == CHUNKS and summary.shots[0].faces_swapped > 0
@@ -83,10 +84,10 @@ def _recovery_seconds(runner: JobRunner, fault_at: float) -> float:
     return min(retried) - fault_at
 
 
-def test_killed_actor_is_replaced_and_output_identical(media, reference, tmp_path) -> None:
+def test_killed_actor_is_replaced_and_output_identical(media, reference, tmp_path, ray_session) -> None:
     out = str(tmp_path)
     work = os.path.join(out, ".recast-work", "actor-kill")
-    with local_ray(num_cpus=2):
+    with ray_session.use():
         runner = JobRunner(parse_spec(job_spec(media, out, "actor-kill")))
         thread, result = _run_in_thread(runner)
         # Mid-job: the first analysis is committed, so both actors hold work.
@@ -112,7 +113,7 @@ def test_killed_actor_is_replaced_and_output_identical(media, reference, tmp_pat
     logger.warning("FIGURE actor kill: recovered %.2f s after the kill", _recovery_seconds(runner, killed_at))
 
 
-def test_deterministic_bad_chunk_fails_its_shot_only(media, tmp_path) -> None:
+def test_deterministic_bad_chunk_fails_its_shot_only(media, tmp_path, ray_session) -> None:
     """Frames 34-41 cannot be decoded: chunk 1 fails twice, its shot fails by name; the other shot is published."""
     from jobs.render import main
 
@@ -122,7 +123,7 @@ def test_deterministic_bad_chunk_fails_its_shot_only(media, tmp_path) -> None:
     data["shots"] = [{"name": "good", "url": media["plate"]}, {"name": "bad", "url": bad}]
     spec_path = tmp_path / "job.yaml"
     spec_path.write_text(yaml.safe_dump(data))
-    with local_ray(num_cpus=2):
+    with ray_session.use():
         code = main([str(spec_path), "--summary-json", str(tmp_path / "summary.json")])
     assert code == 1
     shots = {s["name"]: s for s in json.loads(Path(tmp_path / "summary.json").read_text())["shots"]}
@@ -142,7 +143,11 @@ def test_lost_node_is_survived_and_output_identical(media, reference, tmp_path) 
     os.environ.update(RAY_ENV)
     if ray.is_initialized():
         ray.shutdown()
-    node = {"num_cpus": 2, "resources": {"recast_node": 2}, "object_store_memory": 100 * 1024 * 1024}
+    node: dict[str, Any] = {
+        "num_cpus": 2,
+        "resources": {"recast_node": 2},
+        "object_store_memory": 100 * 1024 * 1024,
+    }
     cluster = Cluster(
         initialize_head=True,
         head_node_args={

@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import cv2
@@ -25,12 +25,12 @@ from skimage import data
 
 from cluster.driver import run_job
 from cluster.spec import parse_spec
-from jobs.bench.clips import insightface_image
 from pipeline.errors import ModelPackError
 from pipeline.lora import prepare_model, write_adapter
 from pipeline.models.default_pack import YUNET_CONTRACT, float_yunet_bytes
+from tests.clips import ClipSpec, write_clip
+from tests.faces_data import t1
 from tests.lora_models import make_recognizer, make_swapper
-from tests.raytools import local_ray
 
 SIDE = 160  # each face picture is SIDE x SIDE; the frame is two of them side by side
 FRAMES = 24
@@ -48,7 +48,7 @@ def _faces() -> tuple[np.ndarray, np.ndarray]:
     from pipeline.models.runtime.settings import ExecutionConfig
 
     astronaut = _crop(data.astronaut(), (140, 30, 330, 250))
-    group = cv2.cvtColor(cv2.imread(insightface_image("t1.jpg")), cv2.COLOR_BGR2RGB)
+    group = t1()
     detector = load_face_models(load_pack("builtin:default"), ExecutionConfig()).detector
     face = max(detector.detect(group), key=lambda f: f.area)
     x1, y1, x2, y2 = (int(v) for v in face.box)
@@ -89,7 +89,7 @@ def setup(tmp_path_factory) -> dict[str, str]:
             {"input_size": [128, 128], "lora": slots.to_contract()},
         ),
     ]
-    manifest = {"name": "lora-job", "version": "1", "models": []}
+    manifest: dict[str, Any] = {"name": "lora-job", "version": "1", "models": []}
     for role, kind, file, payload, contract in models:
         sha = _write(pack, file, payload)
         manifest["models"].append(
@@ -108,20 +108,17 @@ def setup(tmp_path_factory) -> dict[str, str]:
     cv2.imwrite(paths["other"], cv2.cvtColor(other, cv2.COLOR_RGB2BGR))
     clip = str(root / "two.mp4")
     frame = np.concatenate([astronaut, other], axis=1)
-    with av.open(clip, "w") as out:
-        stream = out.add_stream("libx264", rate=24)
-        stream.width, stream.height, stream.pix_fmt = 2 * SIDE, SIDE, "yuv420p"
-        stream.options = {
-            "crf": "12",
-            "preset": "veryfast",
-            "x264-params": "keyint=12:min-keyint=12:scenecut=0",
-        }
-        for i in range(FRAMES):
-            shifted = np.roll(frame, i // 6, axis=0)  # a little movement
-            vf = av.VideoFrame.from_ndarray(shifted, format="rgb24")
-            vf.pts, vf.time_base = i, Fraction(1, 24)
-            out.mux(stream.encode(vf))
-        out.mux(stream.encode(None))
+    spec = ClipSpec(
+        width=2 * SIDE,
+        height=SIDE,
+        frames=FRAMES,
+        rate=24,
+        tag_colour=False,
+        timecode=None,
+        audio=False,
+        options={"crf": "12", "preset": "veryfast", "x264-params": "keyint=12:min-keyint=12:scenecut=0"},
+    )
+    write_clip(clip, spec, lambda i: np.roll(frame, i // 6, axis=0))  # a little movement
     return {"pack": str(pack), "adapter": adapter, "adapter_sha": adapter_sha, "clip": clip, **paths}
 
 
@@ -147,8 +144,9 @@ def _decode(path: str) -> np.ndarray:
         return np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)]).astype(np.int16)
 
 
-def test_two_identities_one_with_adapter(setup, tmp_path) -> None:
-    with local_ray(num_cpus=2):
+@pytest.mark.ray
+def test_two_identities_one_with_adapter(setup, tmp_path, ray_session) -> None:
+    with ray_session.use():
         with_adapter = run_job(parse_spec(_spec(setup, str(tmp_path / "a"), "lora-a", adapter=True)))
         without = run_job(parse_spec(_spec(setup, str(tmp_path / "b"), "lora-b", adapter=False)))
     for summary in (with_adapter, without):

@@ -24,7 +24,6 @@ from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.encode import EncoderChoice
 from pipeline.faces.types import Face, FaceTask
 from tests.cluster.faultjobs import job_spec, make_media, records
-from tests.raytools import local_ray
 
 
 def _faces(seed: int) -> list[list[Face]]:
@@ -55,6 +54,7 @@ def test_faces_round_trip_exactly() -> None:
             assert np.array_equal(a.landmarks, b.landmarks) and a.score == b.score
             assert (a.embedding is None) == (b.embedding is None)
             if a.embedding is not None:
+                assert b.embedding is not None
                 assert b.embedding.dtype == np.float32 and np.array_equal(a.embedding, b.embedding)
     assert faces_from_npz(faces_to_npz([[], []])) == [[], []]
 
@@ -73,11 +73,11 @@ def test_records_commit_and_survive_only_intact(tmp_path) -> None:
     manifest = JobManifest(str(tmp_path / "work"))
     assert not manifest.exists()
     manifest.write_job({"job_id": "j"})
-    assert manifest.exists() and manifest.read_job()["job_id"] == "j"
+    assert manifest.exists() and (manifest.read_job() or {})["job_id"] == "j"
 
     faces = _faces(1)
     manifest.write_analysis("sc01", 3, "key-a", faces, "actor-0")
-    assert len(manifest.read_analysis("sc01", 3, "key-a")) == len(faces)
+    assert len(manifest.read_analysis("sc01", 3, "key-a") or []) == len(faces)
     assert manifest.read_analysis("sc01", 3, "other-key") is None  # stale: redone
     assert manifest.read_analysis("sc01", 4, "key-a") is None  # never committed
     npz = tmp_path / "work" / "manifest" / "sc01" / "analysis-00003.npz"
@@ -152,7 +152,8 @@ def media(tmp_path_factory) -> dict[str, str]:
     return out
 
 
-def test_changed_spec_or_source_redoes_exactly_the_affected_work(media, tmp_path) -> None:
+@pytest.mark.ray
+def test_changed_spec_or_source_redoes_exactly_the_affected_work(media, tmp_path, ray_session) -> None:
     out = str(tmp_path / "out")
     work = os.path.join(out, ".recast-work", "invalidate")
     shot_b = str(tmp_path / "b.mp4")
@@ -165,7 +166,7 @@ def test_changed_spec_or_source_redoes_exactly_the_affected_work(media, tmp_path
         data["faces"] = {"batch_size": 4, **faces}
         return parse_spec(data)
 
-    with local_ray(num_cpus=2):
+    with ray_session.use():
         first = {s.name: s for s in run_job(spec()).shots}
         assert all(
             s.status == "published" and s.analyses_run == 2 and s.chunks_rendered == 2 for s in first.values()

@@ -12,9 +12,9 @@ import pytest
 import ray
 
 from cluster.metrics import CHUNK_SECONDS_BOUNDARIES, JobMetrics
-from tests.conftest import free_port
-from tests.raytools import RAY_ENV
+from tests.raytools import RAY_ENV, free_port
 
+pytestmark = pytest.mark.ray
 EXPORT_TIMEOUT_SECONDS = 40.0
 
 

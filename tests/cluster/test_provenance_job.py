@@ -31,7 +31,6 @@ from pipeline.provenance.policy import PolicyError
 from pipeline.provenance.redact import RedactingFilter
 from pipeline.provenance.watermark import WatermarkConfig, detect, job_payload
 from tests.pipeline.provenance_helpers import make_test_ca
-from tests.raytools import local_ray
 
 JOB_ID = "prov-job"
 CONSENT = "REL-2026-0042"
@@ -39,10 +38,7 @@ SIGNATURE = "0f1e2d3c4b5a69788796a5b4c3d2e1f0deadbeefcafe"
 """A signed-URL signature put in a shot URL by mistake: it must be redacted wherever it is echoed."""
 
 
-@pytest.fixture(scope="module")
-def ray_cpus2():
-    with local_ray(num_cpus=2):
-        yield
+pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +143,7 @@ def test_uncleared_identity_refused_before_anything(setup, tmp_path, capsys, no_
 
 
 def test_signed_watermarked_audited_and_redacted(
-    ray_cpus2, setup, tmp_path, capsys, caplog, no_redaction_leak
+    ray_local, setup, tmp_path, capsys, caplog, no_redaction_leak
 ) -> None:
     from jobs.render import EXIT_OK, main
 

@@ -8,7 +8,6 @@ import os
 from fractions import Fraction
 from pathlib import Path
 
-import av
 import cv2
 import numpy as np
 import pytest
@@ -20,8 +19,8 @@ from pipeline.decode import decode_range
 from pipeline.errors import MediaError
 from pipeline.probe import VideoInfo, probe
 from pipeline.thumbnails import Thumb, boundary_frames, thumbnails
+from tests.clips import ClipSpec, read_index, write_clip
 from tests.cluster.browser import check_page, find_chromium
-from tests.media import ClipSpec, make_clip, read_index
 
 FRAMES = 30
 BOUNDS = (0, 12, 24, FRAMES)  # three chunks
@@ -38,25 +37,30 @@ def _plan(info: VideoInfo, bounds: tuple[int, ...]) -> ChunkPlan:
 
 def _fake_render(source: str, output: str, info: VideoInfo) -> None:
     """Re-encode the source with a magenta box painted over the 'face', like a render would."""
-    with av.open(output, mode="w") as out:
-        stream = out.add_stream("libx264", rate=info.frame_rate)
-        stream.width, stream.height, stream.pix_fmt = info.width, info.height, "yuv420p"
-        stream.time_base = info.time_base
-        stream.codec_context.time_base = info.time_base
-        for frame in decode_range(source, info, 0, info.frame_count):
-            rgb = frame.rgb.copy()
-            rgb[BOX] = (230, 0, 230)
-            vf = av.VideoFrame.from_ndarray(rgb, format="rgb24")
-            vf.pts = frame.pts
-            vf.time_base = info.time_base
-            out.mux(stream.encode(vf))
-        out.mux(stream.encode(None))
+    frames = list(decode_range(source, info, 0, info.frame_count))
+    painted = []
+    for frame in frames:
+        rgb = frame.rgb.copy()
+        rgb[BOX] = (230, 0, 230)
+        painted.append(rgb)
+    spec = ClipSpec(
+        width=info.width,
+        height=info.height,
+        frames=len(painted),
+        rate=info.frame_rate,
+        time_base=info.time_base,
+        gop=None,
+        tag_colour=False,
+        timecode=None,
+        audio=False,
+    )
+    write_clip(output, spec, painted, pts=[f.pts for f in frames])
 
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, VideoInfo]:
     root = tmp_path_factory.mktemp("report")
-    source = make_clip(str(root / "src.mp4"), ClipSpec(frames=FRAMES, rate=Fraction(25)))
+    source = write_clip(str(root / "src.mp4"), ClipSpec(frames=FRAMES, rate=Fraction(25)))
     info = probe(source)
     output = str(root / "out.mp4")
     _fake_render(source, output, info)
@@ -101,7 +105,7 @@ def test_thumbnails_reject_frames_outside_the_output(rendered: tuple[str, str, V
 
 
 def test_ten_bit_and_rotated_sources_make_8_bit_upright_thumbnails(tmp_path: Path) -> None:
-    ten = make_clip(
+    ten = write_clip(
         str(tmp_path / "ten.mp4"), ClipSpec(codec="libx265", pix_fmt="yuv420p10le", frames=6, audio=False)
     )
     info = probe(ten)
@@ -109,7 +113,7 @@ def test_ten_bit_and_rotated_sources_make_8_bit_upright_thumbnails(tmp_path: Pat
     (thumb,) = thumbnails(ten, ten, info, [4], width=160)
     rgb = _decode_jpeg(thumb.before_jpeg)
     assert rgb.dtype == np.uint8 and read_index(rgb) == 4
-    rotated = make_clip(str(tmp_path / "rot.mp4"), ClipSpec(rotation=90, frames=4, audio=False))
+    rotated = write_clip(str(tmp_path / "rot.mp4"), ClipSpec(rotation=90, frames=4, audio=False))
     rinfo = probe(rotated)
     (rthumb,) = thumbnails(rotated, rotated, rinfo, [0], width=90)
     assert _decode_jpeg(rthumb.after_jpeg).shape == (120, 90, 3)  # 160x120 shown as portrait

@@ -107,7 +107,7 @@ def configmap() -> dict[str, Any]:
 
 
 def test_strict_schema_closes_declared_objects_only() -> None:
-    schema = {
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "spec": {"type": "object", "properties": {"a": {"type": "integer"}}},

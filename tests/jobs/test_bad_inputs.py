@@ -2,9 +2,9 @@
 
 Each case asserts the message (naming the file or field), the exit code, and
 that the destination is as it was: no file created, a pre-existing file
-unchanged, no stray temporary file.  Most are found before Ray starts (the
-test checks Ray was never initialised); the source image without a face and a
-full work area need actors.
+unchanged, no stray temporary file.  Most are found before Ray starts (those
+tests take the ``no_ray`` fixture, which checks Ray was never initialised); the
+source image without a face and a full work area need actors.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 import ray
@@ -26,9 +26,9 @@ import yaml
 
 from cluster.manifest import stat_fingerprint
 from jobs.render import EXIT_BAD_INPUT, EXIT_RENDER_FAILED, main
+from tests.clips import write_audio
 from tests.cluster.faultjobs import job_spec, make_media, tmp_files
-from tests.conftest import free_port
-from tests.raytools import RAY_ENV, REPO, local_ray
+from tests.raytools import RAY_ENV, REPO, free_port
 
 KEEP = b"an editor's file that must not change"
 
@@ -44,14 +44,7 @@ def media(tmp_path_factory) -> dict[str, str]:
         bytes(np.random.default_rng(3).integers(0, 256, 200_000, dtype=np.uint8))
     )
     (root / "notmedia.mp4").write_text("shot list\nsc01 hero\n" * 100)
-    with av.open(str(root / "audio.mp4"), "w") as container:
-        stream = container.add_stream("aac", rate=48000)
-        stream.layout = "mono"
-        for start in range(0, 48000, 1024):
-            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="flt", layout="mono")
-            frame.sample_rate, frame.pts = 48000, start
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode(None))
+    write_audio(root / "audio.mp4", np.zeros(47 * 1024, np.float32))  # about a second of silence
     out.update({k: str(root / f"{k}.mp4") for k in ("zero", "truncated", "corrupt", "notmedia", "audio")})
     return out
 
@@ -99,7 +92,7 @@ def assert_untouched(dest: Path, before: dict) -> None:
         ("missing", ["missing.mp4", "not found"]),
     ],
 )
-def test_bad_source_video(media, dest, tmp_path, capsys, source, words) -> None:
+def test_bad_source_video(media, dest, tmp_path, capsys, source, words, no_ray) -> None:
     url = media.get(source, str(tmp_path / "missing.mp4"))
     spec = job_spec(media, str(dest), "bad-source")
     spec["shots"] = [{"name": "good", "url": media["plate"]}, {"name": "bad", "url": url}]
@@ -147,7 +140,7 @@ def _pack(tmp_path: Path, damage: str) -> str:
         ("contract", ["face_recognition_sface_2021dec_float.onnx", "512"]),
     ],
 )
-def test_bad_model_pack(media, dest, tmp_path, capsys, damage, words) -> None:
+def test_bad_model_pack(media, dest, tmp_path, capsys, damage, words, no_ray) -> None:
     spec = job_spec(media, str(dest), "bad-pack")
     spec["models"] = {"pack": _pack(tmp_path, damage), "cache_dir": str(tmp_path / "cache")}
     before = snapshot(dest)
@@ -171,7 +164,7 @@ def test_bad_model_pack(media, dest, tmp_path, capsys, damage, words) -> None:
         (lambda s: s.update(shots=[]), "shots", []),
     ],
 )
-def test_bad_spec(media, dest, tmp_path, capsys, edit, field, words) -> None:
+def test_bad_spec(media, dest, tmp_path, capsys, edit, field, words, no_ray) -> None:
     spec = job_spec(media, str(dest), "bad-spec")
     edit(spec)
     before = snapshot(dest)
@@ -184,12 +177,12 @@ def test_bad_spec(media, dest, tmp_path, capsys, edit, field, words) -> None:
     assert_untouched(dest, before)
 
 
-def test_spec_not_yaml(media, dest, tmp_path, capsys) -> None:
+def test_spec_not_yaml(media, dest, tmp_path, capsys, no_ray) -> None:
     assert run_main(tmp_path, "job_id: [unclosed\n") == EXIT_BAD_INPUT
     assert "not valid YAML" in capsys.readouterr().err
 
 
-def test_output_exists_without_permission(media, dest, tmp_path, capsys) -> None:
+def test_output_exists_without_permission(media, dest, tmp_path, capsys, no_ray) -> None:
     spec = job_spec(media, str(dest), "exists")
     spec["output"]["url"] = str(dest / "keep.mp4")
     before = snapshot(dest)
@@ -202,7 +195,7 @@ def test_output_exists_without_permission(media, dest, tmp_path, capsys) -> None
 
 
 @pytest.mark.parametrize("where", ["/proc/recast-test/{shot}.mp4", "/dev/null/{shot}.mp4"])
-def test_output_not_writable(media, tmp_path, capsys, where) -> None:
+def test_output_not_writable(media, tmp_path, capsys, where, no_ray) -> None:
     spec = job_spec(media, str(tmp_path), "unwritable")
     spec["output"]["url"] = where
     assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
@@ -212,7 +205,7 @@ def test_output_not_writable(media, tmp_path, capsys, where) -> None:
     assert not os.path.exists(where.format(shot="plate"))
 
 
-def test_resume_without_manifest(media, dest, tmp_path, capsys) -> None:
+def test_resume_without_manifest(media, dest, tmp_path, capsys, no_ray) -> None:
     spec = job_spec(media, str(dest), "never-ran")
     assert run_main(tmp_path, spec, "--resume") == EXIT_BAD_INPUT
     err = capsys.readouterr().err
@@ -220,7 +213,7 @@ def test_resume_without_manifest(media, dest, tmp_path, capsys) -> None:
     assert not ray.is_initialized()
 
 
-def test_missing_identity_image(media, dest, tmp_path, capsys) -> None:
+def test_missing_identity_image(media, dest, tmp_path, capsys, no_ray) -> None:
     spec = job_spec(media, str(dest), "no-image")
     spec["identities"]["hero"]["images"] = [str(tmp_path / "nobody.jpg")]
     before = snapshot(dest)
@@ -251,6 +244,7 @@ S3_TEST_ENV = {
 }
 
 
+@pytest.mark.ray
 def test_unreachable_store(media, dest, tmp_path) -> None:
     port = free_port()  # nothing listens there
     spec = job_spec(media, str(dest), "unreachable")
@@ -265,7 +259,7 @@ def test_unreachable_store(media, dest, tmp_path) -> None:
 
 
 @pytest.fixture()
-def denying_s3() -> str:
+def denying_s3() -> Iterator[str]:
     """A moto S3 server of its own that enforces IAM auth: unknown keys are refused (403)."""
     port = free_port()
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
@@ -292,6 +286,7 @@ def denying_s3() -> str:
         proc.wait(timeout=10)
 
 
+@pytest.mark.ray
 def test_access_denied(media, dest, tmp_path, denying_s3) -> None:
     spec = job_spec(media, str(dest), "denied")
     spec["shots"] = [{"name": "plate", "url": "s3://plates/ep101/plate.mp4"}]
@@ -307,16 +302,11 @@ def test_access_denied(media, dest, tmp_path, denying_s3) -> None:
 # -- found when actors start or while rendering ------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    with local_ray(num_cpus=2):
-        yield
-
-
+@pytest.mark.ray
 def test_source_image_without_face(media, dest, tmp_path, capsys, ray_local) -> None:
     import cv2
 
-    from tests.media import frame_rgb
+    from tests.clips import frame_rgb
 
     still = tmp_path / "noface.png"
     cv2.imwrite(str(still), frame_rgb(3, 160, 120))
@@ -347,6 +337,7 @@ def small_fs(tmp_path):
         subprocess.run(["umount", str(folder)], check=False)
 
 
+@pytest.mark.ray
 def test_work_area_disk_full(media, dest, tmp_path, capsys, ray_local, small_fs) -> None:
     spec = job_spec(media, str(dest), "disk-full")
     spec["output"]["work_url"] = str(small_fs / "{job_id}")

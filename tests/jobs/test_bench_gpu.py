@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(120)
-def test_bench_gpu_tiny_writes_every_row(tmp_path: Path) -> None:
+def test_bench_gpu_tiny_writes_every_row(tmp_path: Path, no_ray: None) -> None:
     out = tmp_path / "gpu-bench"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(

@@ -18,7 +18,7 @@ import pytest
 
 from tests.raytools import RAY_ENV
 
-pytestmark = pytest.mark.slow  # starts its own Ray instance
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # starts its own Ray instance
 
 REPO = Path(__file__).resolve().parents[2]
 STAGES = {"decode", "detect+recog", "align", "swap", "enhance", "paste", "encode"}

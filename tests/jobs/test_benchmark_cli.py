@@ -17,7 +17,7 @@ from jobs.benchmark import main, parse_settings
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_flags_become_settings() -> None:
+def test_flags_become_settings(no_ray: None) -> None:
     settings, report = parse_settings(["--tiny", "--out", "/x", "--memory", "--no-scaling"])
     assert report is None and settings is not None
     assert settings.out == "/x" and settings.memory and not settings.scaling
@@ -33,14 +33,14 @@ def test_flags_become_settings() -> None:
 
 def test_every_scenario_has_its_switch_in_the_settings() -> None:
     names = {f.name for f in fields(Settings)}
-    assert [s.key for s in SCENARIOS] == ["scaling", "memory", "demo"]
+    assert [s.key for s in SCENARIOS] == ["scaling", "memory", "demo", "scale"]
     assert {s.key for s in SCENARIOS} <= names
     off = Settings(out="x", scaling=False)
     assert not any(s.enabled(off) for s in SCENARIOS)
 
 
 @pytest.mark.parametrize("module", ["jobs.benchmark", "jobs.bench.suite", "jobs.bench.standins"])
-def test_the_benchmark_imports_nothing_from_tests(module: str) -> None:
+def test_the_benchmark_imports_nothing_from_tests(module: str, no_ray: None) -> None:
     """The cluster image ships ``jobs/`` without ``tests/``."""
     code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'tests'))"
     out = subprocess.run(
@@ -49,7 +49,7 @@ def test_the_benchmark_imports_nothing_from_tests(module: str) -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_a_run_with_nothing_to_measure_writes_an_empty_report(tmp_path: Path) -> None:
+def test_a_run_with_nothing_to_measure_writes_an_empty_report(tmp_path: Path, no_ray: None) -> None:
     """No comparisons and no scenarios: no Ray, no production pack, still a table."""
     assert main(["--tiny", "--no-compare", "--no-scaling", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "bench.json").read_text())

@@ -6,17 +6,19 @@ import json
 import os
 
 import cv2
+import pytest
 import yaml
 
 from jobs import demo
 from pipeline.probe import probe
-from tests.raytools import local_ray
+
+pytestmark = pytest.mark.ray
 
 
-def test_demo_writes_its_outputs(tmp_path, capsys) -> None:
+def test_demo_writes_its_outputs(tmp_path, capsys, ray_session) -> None:
     out = tmp_path / "demo"
     args = ["--out", str(out), "--seconds", "2", "--width", "160", "--height", "120"]
-    with local_ray(num_cpus=2):
+    with ray_session.use():
         assert demo.main(args) == 0
         assert "48 frames at" in capsys.readouterr().out
         shot = out / "astronaut.mp4"

@@ -8,6 +8,7 @@ import hashlib
 import importlib.metadata
 import json
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -45,7 +46,7 @@ def pack_dir(tmp_path: Path) -> Path:
         ),
         ("swapper", "inswapper", "swap.onnx", make_swapper().SerializeToString(), {"input_size": [128, 128]}),
     ]
-    manifest = {"name": "lora-test", "version": "1", "models": []}
+    manifest: dict[str, Any] = {"name": "lora-test", "version": "1", "models": []}
     for role, kind, file, payload, contract in models:
         manifest["models"].append(
             {

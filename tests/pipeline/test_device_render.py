@@ -211,7 +211,7 @@ def test_actors_pick_the_device_path_only_for_torch_on_cuda(ort_models, torch_mo
     assert type(make_renderer(torch_models, someone, config)) is expected
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 def test_cuda_fp16_matches_the_cpu_path(pack_dir, ort_models, someone, tmp_path_factory) -> None:
     cache = str(tmp_path_factory.mktemp("pack-cache-cuda"))
     cuda_models = load_face_models(

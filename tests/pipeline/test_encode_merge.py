@@ -14,7 +14,7 @@ from pipeline.encode import EncodeSettings, SegmentWriter, can_open, choose_enco
 from pipeline.errors import MediaError, SpecError
 from pipeline.merge import merge_segments
 from pipeline.probe import probe
-from tests.media import clips_fixture, render_identity  # noqa: F401
+from tests.clips import clips_fixture, render_identity  # noqa: F401
 
 
 def test_settings_are_validated() -> None:

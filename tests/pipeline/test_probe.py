@@ -9,7 +9,7 @@ import av
 
 from pipeline import storage
 from pipeline.probe import probe
-from tests.media import ClipSpec, clips_fixture, make_clip  # noqa: F401
+from tests.clips import ClipSpec, clips_fixture, write_clip  # noqa: F401
 
 
 def test_cfr_clip_is_described_exactly(clips) -> None:
@@ -69,7 +69,7 @@ def test_probe_reads_s3_through_the_cache(clips, s3_bucket) -> None:
 
 def test_probe_is_fast_on_a_long_clip(tmp_path) -> None:
     # 1,500 frames of a tiny picture: the demux pass cost is per packet, not per pixel.
-    path = make_clip(str(tmp_path / "long.mp4"), ClipSpec(width=64, height=48, frames=1500, audio=False))
+    path = write_clip(str(tmp_path / "long.mp4"), ClipSpec(width=64, height=48, frames=1500, audio=False))
     started = time.perf_counter()
     info = probe(path)
     elapsed = time.perf_counter() - started

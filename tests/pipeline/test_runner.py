@@ -41,14 +41,6 @@ needs_torch = pytest.mark.skipif(
 )
 
 
-def cuda_available() -> bool:
-    if not HAS_TORCH:
-        return False
-    import torch
-
-    return torch.cuda.is_available()
-
-
 ORT = ExecutionConfig()
 TORCH = ExecutionConfig(backend="torch")
 
@@ -173,7 +165,6 @@ def test_torch_backend_agrees_with_onnxruntime(models_dir: Path) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
 def test_torch_half_on_cuda_agrees_with_onnxruntime(models_dir: Path) -> None:
     half = ExecutionConfig(backend="torch", fp16=True)
     runner = make_runner(str(models_dir / "xseg.onnx"), half)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -65,8 +66,8 @@ def test_s3_round_trip(s3_bucket, tmp_path):
     src.write_bytes(b"published")
     storage.publish_file(src, f"{s3_bucket}/dir/pub.bin")
     assert storage.listdir(f"{s3_bucket}/dir") == [f"{s3_bucket}/dir/obj.bin", f"{s3_bucket}/dir/pub.bin"]
-    with storage.fetched(f"{s3_bucket}/dir/pub.bin", suffix=".bin") as local, open(local, "rb") as fh:
-        assert fh.read() == b"published"
+    with storage.fetched(f"{s3_bucket}/dir/pub.bin", suffix=".bin") as local:
+        assert Path(local).read_bytes() == b"published"
     storage.remove(f"{s3_bucket}/dir", recursive=True)
     assert storage.listdir(f"{s3_bucket}/dir") == []
 

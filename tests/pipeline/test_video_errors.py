@@ -17,7 +17,7 @@ from pipeline.chunking import plan_chunks
 from pipeline.decode import decode_range
 from pipeline.errors import MediaError, SpecError, StorageError
 from pipeline.probe import probe
-from tests.media import ClipSpec, clips_fixture, make_clip  # noqa: F401
+from tests.clips import ClipSpec, clips_fixture, write_audio, write_clip  # noqa: F401
 
 
 def test_zero_byte_and_not_media(tmp_path) -> None:
@@ -35,13 +35,7 @@ def test_zero_byte_and_not_media(tmp_path) -> None:
 
 def test_no_video_stream(tmp_path) -> None:
     path = str(tmp_path / "tone.m4a")
-    with av.open(path, "w") as out:
-        stream = out.add_stream("aac", rate=48000)
-        stream.layout = "mono"
-        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="flt", layout="mono")
-        frame.sample_rate, frame.pts = 48000, 0
-        out.mux(stream.encode(frame))
-        out.mux(stream.encode(None))
+    write_audio(path, np.zeros(1024, np.float32))
     with pytest.raises(MediaError, match="no video stream"):
         probe(path)
 
@@ -57,7 +51,7 @@ def test_unsupported_codec(clips, tmp_path) -> None:
 
 def test_truncated_sources_fail_saying_how_many_frames_decode(tmp_path) -> None:
     # MP4 with the index first: the header declares 75 frames, the data stops early.
-    full = make_clip(str(tmp_path / "full.mp4"), ClipSpec(audio=False, options={}))
+    full = write_clip(str(tmp_path / "full.mp4"), ClipSpec(audio=False, options={}))
     faststart = str(tmp_path / "fast.mp4")
     with av.open(full) as src, av.open(faststart, "w", options={"movflags": "faststart"}) as dst:
         vs = dst.add_stream_from_template(src.streams.video[0])
@@ -74,7 +68,7 @@ def test_truncated_sources_fail_saying_how_many_frames_decode(tmp_path) -> None:
     partial = probe(str(cut), allow_truncated=True)
     assert 0 < partial.frame_count < 75
     # Matroska declares no frame count; its declared duration exposes the cut.
-    mkv = make_clip(str(tmp_path / "full.mkv"), ClipSpec(audio=False))
+    mkv = write_clip(str(tmp_path / "full.mkv"), ClipSpec(audio=False))
     data = Path(mkv).read_bytes()
     (tmp_path / "cut.mkv").write_bytes(data[: len(data) * 6 // 10])
     with pytest.raises(MediaError, match=r"only \d+ of about 75 frames"):

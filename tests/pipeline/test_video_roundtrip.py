@@ -19,7 +19,7 @@ from pipeline.decode import decode_range
 from pipeline.encode import EncodeSettings, choose_encoder
 from pipeline.merge import merge_segments
 from pipeline.probe import VideoInfo, open_container, probe
-from tests.media import CLIPS, clips_fixture, patch_means, read_index, render_identity  # noqa: F401
+from tests.clips import CLIPS, clips_fixture, patch_means, read_index, render_identity  # noqa: F401
 
 # Output codec per clip: 10-bit sources go to a codec that keeps 10 bits.
 CODEC = {"ten_bit_hevc": "hevc", "ten_bit_prores": "prores"}

@@ -1,23 +1,31 @@
-"""Generated test clips whose pixels say which frame they are.
+"""Every clip the tests write: one writer, the frame-index picture, and the named clips they share.
 
-Each frame carries its index as a 12-bit code of big black/white blocks in the
-top half (robust to lossy encoding, read back by :func:`read_index`), and the
-bottom half holds fixed saturated colour patches, so a wrong YUV matrix or
-range shows up as a colour error.  Audio is a 440 Hz tone as long as the video.
+:func:`write_clip` writes any test clip: size, rate, frame count, codec, pixel
+format, colour tags, GOP, timecode, rotation, audio, and the pictures (a
+callback, a list of frames, or by default the frame-index picture).  The
+frame-index picture carries its index as a 12-bit code of big black/white
+blocks in the top half (robust to lossy encoding, read back by
+:func:`read_index`), and the bottom half holds fixed saturated colour patches,
+so a wrong YUV matrix or range shows up as a colour error.  Audio is a 440 Hz
+tone as long as the video.  :func:`write_audio` writes an audio-only file.
 
-Other helpers' tests may import these: ``from tests.media import ClipSpec, make_clip, read_index``;
-import ``clips_fixture`` into a test module to get the session-wide ``clips`` fixture.
+Import ``clips_fixture`` into a test module to get the session-wide ``clips`` fixture.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
+from typing import BinaryIO
 
 import av
 import numpy as np
 import pytest
+from av.container import OutputContainer
 
 BITS = 12
 COLS, ROWS = 6, 2  # 12 blocks in the top half
@@ -29,15 +37,20 @@ PATCHES = np.array(
 
 @dataclass(frozen=True)
 class ClipSpec:
-    """What to generate.  ``durations`` (in ``time_base`` units) makes a VFR clip."""
+    """What to write.  ``durations`` (in ``time_base`` units) makes a VFR clip.
+
+    ``gop`` None leaves GOP and B-frames to the encoder (no ``x264-params`` /
+    ``x265-params``).  ``tag_colour`` False writes no colour tags and hands RGB
+    frames to the encoder, which converts them with FFmpeg's defaults.
+    """
 
     width: int = 160
     height: int = 120
     frames: int = 75
-    rate: Fraction = Fraction(25)
+    rate: Fraction | int = Fraction(25)
     codec: str = "libx264"
     pix_fmt: str = "yuv420p"
-    gop: int = 12
+    gop: int | None = 12
     bframes: int = 2
     open_gop: bool = False
     durations: tuple[int, ...] = ()
@@ -45,11 +58,16 @@ class ClipSpec:
     rotation: int = 0
     timecode: str | None = "01:00:00:00"
     audio: bool = True
+    tag_colour: bool = True
     color_primaries: int = 1  # bt709
     color_trc: int = 1
     colorspace: int = 1
     color_range: int = 1  # tv
     options: dict[str, str] = field(default_factory=dict, hash=False)
+
+
+Content = Callable[[int], np.ndarray]
+"""The RGB picture of frame ``i`` (uint8, or uint16 for a 10-bit ``pix_fmt``)."""
 
 
 def frame_rgb(index: int, width: int, height: int, depth: int = 8) -> np.ndarray:
@@ -103,11 +121,32 @@ def _matrix(colorspace: int) -> str:
     return {1: "ITU709", 5: "ITU601", 6: "ITU601", 9: "BT2020"}.get(colorspace, "ITU601")
 
 
-def make_clip(path: str, spec: ClipSpec) -> str:
-    """Write the clip described by ``spec`` to the local ``path`` (container from its extension)."""
+def write_clip(
+    dest: str | Path | BinaryIO,
+    spec: ClipSpec,
+    content: Content | Sequence[np.ndarray] | None = None,
+    *,
+    container_format: str | None = None,
+    pts: Sequence[int] | None = None,
+) -> str:
+    """Write ``spec.frames`` frames of ``content`` (default: the frame-index picture) to ``dest``.
+
+    ``dest`` is a local path (container from its extension, or ``container_format``)
+    or a writable binary buffer.  ``pts`` (in the stream's time base) overrides the
+    times that ``rate`` or ``durations`` give.  Returns the path as a string ("" for a buffer).
+    """
     depth = 10 if "10" in spec.pix_fmt else 8
-    with av.open(path, mode="w") as out:
+    if content is None:
+        picture: Content = lambda i: frame_rgb(i, spec.width, spec.height, depth)
+    elif callable(content):
+        picture = content
+    else:
+        frames = content
+        picture = frames.__getitem__
+    target = str(dest) if isinstance(dest, str | Path) else dest
+    with av.open(target, mode="w", format=container_format) as out:
         stream = out.add_stream(spec.codec, rate=spec.rate)
+        assert isinstance(stream, av.VideoStream), spec.codec
         ctx = stream.codec_context
         ctx.width, ctx.height, ctx.pix_fmt = spec.width, spec.height, spec.pix_fmt
         if spec.time_base is not None:
@@ -116,63 +155,87 @@ def make_clip(path: str, spec: ClipSpec) -> str:
             tb = Fraction(1, 90000) if spec.durations else 1 / Fraction(spec.rate)
         ctx.time_base = tb
         stream.time_base = tb
-        options = dict(spec.options)
-        if spec.codec == "libx264":
-            params = f"keyint={spec.gop}:min-keyint={spec.gop}:scenecut=0:bframes={spec.bframes}"
-            params += ":open-gop=1" if spec.open_gop else ""
-            options.setdefault("x264-params", params)
-            options.setdefault("preset", "veryfast")
-            options.setdefault("crf", "16")
-        elif spec.codec == "libx265":
-            params = (
-                f"keyint={spec.gop}:min-keyint={spec.gop}:scenecut=0:bframes={spec.bframes}:log-level=error"
-            )
-            params += ":open-gop=1" if spec.open_gop else ":open-gop=0"
-            options.setdefault("x265-params", params)
-            options.setdefault("preset", "ultrafast")
-            options.setdefault("crf", "16")
-        ctx.options = options
-        ctx.color_primaries, ctx.color_trc = spec.color_primaries, spec.color_trc
-        ctx.colorspace, ctx.color_range = spec.colorspace, spec.color_range
+        ctx.options = _encoder_options(spec)
+        if spec.tag_colour:
+            ctx.color_primaries, ctx.color_trc = spec.color_primaries, spec.color_trc
+            ctx.colorspace, ctx.color_range = spec.colorspace, spec.color_range
         if spec.rotation:
             stream.set_display_rotation(spec.rotation)
         if spec.timecode:
             stream.metadata["timecode"] = spec.timecode
-        audio = None
-        if spec.audio:
-            audio = out.add_stream("aac", rate=48000)
+        audio = out.add_stream("aac", rate=48000) if spec.audio else None
+        if audio is not None:
             audio.layout = "mono"
-        pts = 0
-        rng = "JPEG" if spec.color_range == 2 else "MPEG"
+        time = 0
         for i in range(spec.frames):
-            rgb = frame_rgb(i, spec.width, spec.height, depth)
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24" if depth == 8 else "rgb48le")
-            frame = frame.reformat(
-                format=spec.pix_fmt,
-                src_colorspace=_matrix(spec.colorspace),
-                dst_colorspace=_matrix(spec.colorspace),
-                src_color_range="JPEG",
-                dst_color_range=rng,
-            )
-            frame.pts = pts
+            frame = _video_frame(picture(i), spec)
+            frame.pts = pts[i] if pts is not None else time
             frame.time_base = tb
             out.mux(stream.encode(frame))
-            pts += spec.durations[i % len(spec.durations)] if spec.durations else round(1 / (spec.rate * tb))
+            time += spec.durations[i % len(spec.durations)] if spec.durations else round(1 / (spec.rate * tb))
         out.mux(stream.encode(None))
         if audio is not None:
-            seconds = float(pts * tb)
-            total = round(seconds * 48000)
-            t = np.arange(total) / 48000.0
-            samples = (0.3 * np.sin(2 * math.pi * 440.0 * t)).astype(np.float32)
-            for start in range(0, total, 1024):
-                block = samples[start : start + 1024][None, :]
-                aframe = av.AudioFrame.from_ndarray(np.ascontiguousarray(block), format="flt", layout="mono")
-                aframe.sample_rate = 48000
-                aframe.pts = start
-                aframe.time_base = Fraction(1, 48000)
-                out.mux(audio.encode(aframe))
-            out.mux(audio.encode(None))
-    return path
+            _mux_audio(out, audio, tone(float(time * tb)))
+    return str(dest) if isinstance(dest, str | Path) else ""
+
+
+def write_audio(path: str | Path, samples: np.ndarray) -> str:
+    """Write mono float samples at 48 kHz as AAC, with no video stream (container from the extension)."""
+    with av.open(str(path), mode="w") as out:
+        audio = out.add_stream("aac", rate=48000)
+        audio.layout = "mono"
+        _mux_audio(out, audio, samples)
+    return str(path)
+
+
+def tone(seconds: float, hz: float = 440.0, amplitude: float = 0.3) -> np.ndarray:
+    """A sine tone at 48 kHz, mono float32."""
+    t = np.arange(round(seconds * 48000)) / 48000.0
+    return (amplitude * np.sin(2 * math.pi * hz * t)).astype(np.float32)
+
+
+def _encoder_options(spec: ClipSpec) -> dict[str, str]:
+    options = dict(spec.options)
+    if spec.gop is None:
+        return options
+    if spec.codec == "libx264":
+        params = f"keyint={spec.gop}:min-keyint={spec.gop}:scenecut=0:bframes={spec.bframes}"
+        params += ":open-gop=1" if spec.open_gop else ""
+        options.setdefault("x264-params", params)
+        options.setdefault("preset", "veryfast")
+        options.setdefault("crf", "16")
+    elif spec.codec == "libx265":
+        params = f"keyint={spec.gop}:min-keyint={spec.gop}:scenecut=0:bframes={spec.bframes}:log-level=error"
+        params += ":open-gop=1" if spec.open_gop else ":open-gop=0"
+        options.setdefault("x265-params", params)
+        options.setdefault("preset", "ultrafast")
+        options.setdefault("crf", "16")
+    return options
+
+
+def _video_frame(rgb: np.ndarray, spec: ClipSpec) -> av.VideoFrame:
+    frame = av.VideoFrame.from_ndarray(rgb, format="rgb48le" if rgb.dtype == np.uint16 else "rgb24")
+    if not spec.tag_colour:
+        return frame
+    matrix = _matrix(spec.colorspace)
+    return frame.reformat(
+        format=spec.pix_fmt,
+        src_colorspace=matrix,
+        dst_colorspace=matrix,
+        src_color_range="JPEG",
+        dst_color_range="JPEG" if spec.color_range == 2 else "MPEG",
+    )
+
+
+def _mux_audio(out: OutputContainer, stream: av.AudioStream, samples: np.ndarray) -> None:
+    for start in range(0, len(samples), 1024):
+        block = np.ascontiguousarray(samples[start : start + 1024][None, :])
+        frame = av.AudioFrame.from_ndarray(block, format="flt", layout="mono")
+        frame.sample_rate = 48000
+        frame.pts = start
+        frame.time_base = Fraction(1, 48000)
+        out.mux(stream.encode(frame))
+    out.mux(stream.encode(None))
 
 
 # Named clips the video tests share; each is small enough to round-trip in about a second.
@@ -205,13 +268,11 @@ class ClipCache:
         self.root = root
 
     def path(self, name: str) -> str:
-        import os
-
         ext, spec = CLIPS[name]
         path = os.path.join(self.root, f"{name}.{ext}")
         if not os.path.exists(path):
             tmp = path + ".part." + ext
-            make_clip(tmp, spec)
+            write_clip(tmp, spec)
             os.replace(tmp, path)
         return path
 
@@ -226,8 +287,6 @@ def clips_fixture(tmp_path_factory: pytest.TempPathFactory) -> ClipCache:
 
 def render_identity(info, choice, plan, workdir: str, decode_url: str | None = None) -> list[str]:
     """Decode every chunk and re-encode it unchanged into segment files; returns their paths."""
-    import os
-
     from pipeline.decode import decode_range
     from pipeline.encode import SegmentWriter
 
