@@ -125,7 +125,7 @@ def _decode_from(
         container.seek(seek_pts if seek_pts is not None else 0, stream=stream, backward=True)
         stream.codec_context.flush_buffers()
         for packet in container.demux(stream):
-            yield from packet.decode()  # type: ignore[misc]
+            yield from packet.decode()
     except (av.error.FFmpegError, OSError) as exc:
         log.warning("%s: decode stopped: %s", url, exc)
         return

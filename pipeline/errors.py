@@ -17,8 +17,9 @@ class _TwoPartError(RecastError):
     boundaries intact (Ray re-raises an actor's exception in the driver by unpickling it)."""
 
     _subject = "url"  # name of the first constructor argument
+    reason: str
 
-    def __reduce__(self):  # type: ignore[override]
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
         return (type(self), (getattr(self, self._subject), self.reason))
 
 

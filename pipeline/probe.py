@@ -113,7 +113,7 @@ def open_container(url: str) -> Iterator[av.container.InputContainer]:
 @contextlib.contextmanager
 def _av_open(url: str, source: object) -> Iterator[av.container.InputContainer]:
     try:
-        container = av.open(source, mode="r")  # type: ignore[call-overload]
+        container = av.open(source, mode="r")
     except PermissionError as exc:
         raise StorageError(url, "permission denied") from exc
     except (av.error.FFmpegError, OSError, ValueError) as exc:
@@ -135,7 +135,7 @@ def video_stream(url: str, container: av.container.InputContainer) -> av.VideoSt
 
 
 def _rotation(stream: av.VideoStream) -> int:
-    matrix = stream.codec_context.coded_side_data.get("display_matrix")  # type: ignore[call-overload]
+    matrix = stream.codec_context.coded_side_data.get("display_matrix")
     if matrix is None or len(matrix) < 36:
         rotate = stream.metadata.get("rotate")
         return int(rotate) % 360 if rotate and rotate.lstrip("-").isdigit() else 0
@@ -186,7 +186,8 @@ def probe(url: str, *, allow_truncated: bool = False) -> VideoInfo:
         declared = int(stream.frames or 0)
         video_packets: list[tuple[int, int | None]] = []
         key_pts: set[int] = set()
-        audio_streams = [s for s in container.streams.audio if s.codec_context is not None]
+        # PyAV leaves codec_context None for audio it has no decoder for (its stubs say never).
+        audio_streams = [s for s in container.streams.audio if getattr(s, "codec_context", None) is not None]
         # Audio is demuxed only where the header has no duration (Matroska); every other
         # stream is discarded so the demuxer skips its bytes rather than reading them.
         counted = [s for s in audio_streams if not (s.duration and s.time_base)]

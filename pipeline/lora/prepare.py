@@ -192,7 +192,7 @@ def prepare_model(
             a_shape, b_shape, alpha, trans_b = shapes
             slot = LoraSlot(
                 weight=wname,
-                op=node.op_type,  # type: ignore[arg-type]
+                op=node.op_type,
                 a=_unique(f"{wname}.lora_A", taken),
                 b=_unique(f"{wname}.lora_B", taken),
                 a_shape=a_shape,

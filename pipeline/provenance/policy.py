@@ -34,7 +34,7 @@ class PolicyError(RecastError):
         self.subject = subject
         self.reason = reason
 
-    def __reduce__(self):  # type: ignore[override]
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
         # Pickle with both parts so Ray can re-raise it in the driver intact.
         return (type(self), (self.subject, self.reason))
 
