@@ -30,7 +30,7 @@ from pipeline.provenance.credentials import verify_video
 from pipeline.provenance.policy import PolicyError
 from pipeline.provenance.redact import RedactingFilter
 from pipeline.provenance.watermark import WatermarkConfig, detect, job_payload
-from tests.pipeline.provenance_helpers import make_test_ca
+from tests.pipeline.provenance.provenance_helpers import make_test_ca
 
 JOB_ID = "prov-job"
 CONSENT = "REL-2026-0042"

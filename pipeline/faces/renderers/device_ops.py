@@ -1,7 +1,7 @@
 """The pixel steps of the device render path, as torch operations on batches of faces.
 
 Each mirrors a numpy/OpenCV step of the CPU renderer (results agree within about one
-code value; ``tests/pipeline/test_device_render.py`` measures it):
+code value; ``tests/pipeline/faces/test_device_render.py`` measures it):
 
 * **align** (:func:`aligned_crops`): ``cv2.warpAffine(..., INTER_LINEAR, BORDER_REPLICATE)``
   becomes ``affine_grid`` + ``grid_sample(bilinear, padding_mode="border",

@@ -235,7 +235,7 @@ def test_renderers_and_model_classes_import_without_torch() -> None:
         "import pipeline.models.inswapper, pipeline.models.gfpgan, pipeline.models.builtin_swapper\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
 

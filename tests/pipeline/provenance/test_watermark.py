@@ -12,7 +12,7 @@ import pytest
 from jobs import detect_watermark as detect_cli
 from pipeline.provenance import watermark as wm
 from tests.faces_data import carphone_frames
-from tests.pipeline.provenance_helpers import astronaut_clip, reencode, write_video
+from tests.pipeline.provenance.provenance_helpers import astronaut_clip, reencode, write_video
 
 JOB = "nightfall-7"
 PAYLOAD = wm.job_payload(JOB)

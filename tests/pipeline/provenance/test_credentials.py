@@ -12,7 +12,7 @@ import pytest
 from jobs import verify as verify_cli
 from pipeline.errors import MediaError, SpecError
 from pipeline.provenance.credentials import ManifestInfo, SignerConfig, sign_video, verify_video
-from tests.pipeline.provenance_helpers import make_test_ca, write_video
+from tests.pipeline.provenance.provenance_helpers import make_test_ca, write_video
 
 MODEL_HASH = "3f" * 32
 INFO = ManifestInfo(
