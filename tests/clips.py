@@ -25,7 +25,8 @@ from typing import BinaryIO
 import av
 import numpy as np
 import pytest
-from av.container import OutputContainer
+
+from jobs.bench.clips import mux_mono_audio
 
 BITS = 12
 COLS, ROWS = 6, 2  # 12 blocks in the top half
@@ -175,7 +176,7 @@ def write_clip(
             time += spec.durations[i % len(spec.durations)] if spec.durations else round(1 / (spec.rate * tb))
         out.mux(stream.encode(None))
         if audio is not None:
-            _mux_audio(out, audio, tone(float(time * tb)))
+            mux_mono_audio(out, audio, tone(float(time * tb)))
     return str(dest) if isinstance(dest, str | Path) else ""
 
 
@@ -184,7 +185,7 @@ def write_audio(path: str | Path, samples: np.ndarray) -> str:
     with av.open(str(path), mode="w") as out:
         audio = out.add_stream("aac", rate=48000)
         audio.layout = "mono"
-        _mux_audio(out, audio, samples)
+        mux_mono_audio(out, audio, samples)
     return str(path)
 
 
@@ -225,17 +226,6 @@ def _video_frame(rgb: np.ndarray, spec: ClipSpec) -> av.VideoFrame:
         src_color_range="JPEG",
         dst_color_range="JPEG" if spec.color_range == 2 else "MPEG",
     )
-
-
-def _mux_audio(out: OutputContainer, stream: av.AudioStream, samples: np.ndarray) -> None:
-    for start in range(0, len(samples), 1024):
-        block = np.ascontiguousarray(samples[start : start + 1024][None, :])
-        frame = av.AudioFrame.from_ndarray(block, format="flt", layout="mono")
-        frame.sample_rate = 48000
-        frame.pts = start
-        frame.time_base = Fraction(1, 48000)
-        out.mux(stream.encode(frame))
-    out.mux(stream.encode(None))
 
 
 # Named clips the video tests share; each is small enough to round-trip in about a second.

@@ -15,6 +15,7 @@ import math
 import os
 import shutil
 from fractions import Fraction
+from typing import Any
 
 import av
 import cv2
@@ -103,16 +104,20 @@ def make_face_clip(
         if astream is not None:
             total = round(frames / fps * 48000)
             t = np.arange(total) / 48000.0
-            samples = (0.2 * np.sin(2 * math.pi * 440.0 * t)).astype(np.float32)
-            for start in range(0, total, 1024):
-                block = np.ascontiguousarray(samples[start : start + 1024][None, :])
-                aframe = av.AudioFrame.from_ndarray(block, format="flt", layout="mono")
-                aframe.sample_rate = 48000
-                aframe.pts = start
-                aframe.time_base = Fraction(1, 48000)
-                out.mux(astream.encode(aframe))
-            out.mux(astream.encode(None))
+            mux_mono_audio(out, astream, (0.2 * np.sin(2 * math.pi * 440.0 * t)).astype(np.float32))
     return path
+
+
+def mux_mono_audio(out: Any, stream: Any, samples: np.ndarray) -> None:
+    """Encode mono float samples at 48 kHz into ``stream`` in 1024-sample frames, then flush it."""
+    for start in range(0, len(samples), 1024):
+        block = np.ascontiguousarray(samples[start : start + 1024][None, :])
+        frame = av.AudioFrame.from_ndarray(block, format="flt", layout="mono")
+        frame.sample_rate = 48000
+        frame.pts = start
+        frame.time_base = Fraction(1, 48000)
+        out.mux(stream.encode(frame))
+    out.mux(stream.encode(None))
 
 
 def insightface_image(name: str = "t1.jpg") -> str:
