@@ -25,6 +25,7 @@ from cluster.dispatch import Dispatcher, Elasticity, Outcome, WorkItem
 from cluster.ledger import Ledger
 from cluster.manifest import RenderRecord
 from cluster.observer import JobObserver, ShotSource
+from cluster.planner import ShotPlanner, ShotRenders
 from cluster.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
 from cluster.provenance import JobProvenance
 from cluster.publish import Published, Publisher
@@ -71,8 +72,9 @@ class JobLoop:
         self.publisher = publisher
         self.runs = runs
         self.by_name = {r.name: r for r in runs}
-        self.embeddings = embeddings
         self.merging: dict[str, Future[Published]] = {}
+        self.planner = ShotPlanner(prepared, ledger, embeddings)
+        self.planning: dict[str, Future[ShotRenders]] = {}
         self.open_shots = len(runs)
         self.unplanned_chunks = sum(r.chunks for r in runs)
         """Chunks whose renders are not dispatched yet: actors are kept for them."""
@@ -108,14 +110,28 @@ class JobLoop:
                         )
                     )
             self._track_ready(run)
+        try:
+            self._loop()
+        finally:
+            self.planner.close()
+        # Actors that joined later (e.g. on new nodes) too.
+        self.observer.actors_joined(list(self.dispatcher.infos.values()))
+
+    def _loop(self) -> None:
         last_progress = time.perf_counter()
         while self.open_shots:
             if self.dispatcher.idle:
-                # Only merges are left: sleep on them instead of spinning (the merge threads need the GIL).
-                if not self.merging:
-                    raise RuntimeError("driver stalled: no work in flight and no merge running")
-                wait_futures(list(self.merging.values()), timeout=0.5, return_when=FIRST_COMPLETED)
-            outcomes = deque(self.dispatcher.wait(timeout=0.5))
+                # Only plans and merges are left: sleep on them instead of spinning (their threads need the GIL).
+                waiting: list[Future[Any]] = [*self.planning.values(), *self.merging.values()]
+                if not waiting:
+                    raise RuntimeError("driver stalled: no work in flight, no plan or merge running")
+                wait_futures(waiting, timeout=0.5, return_when=FIRST_COMPLETED)
+            for name in [n for n, f in self.planning.items() if f.done()]:
+                run = self.by_name[name]
+                renders = self.planning.pop(name).result()  # a planning error is a bug: it ends the job
+                if not run.done:
+                    self._dispatch_renders(run, renders)
+            outcomes = deque(self.dispatcher.wait(timeout=0.05 if self.planning else 0.5))
             turn_started = time.perf_counter()
             while outcomes:
                 started = time.perf_counter()
@@ -130,8 +146,6 @@ class JobLoop:
                 last_progress = time.perf_counter()
                 self._log_progress()
                 self.observer.write_report(finished=False)
-        # Actors that joined later (e.g. on new nodes) too.
-        self.observer.actors_joined(list(self.dispatcher.infos.values()))
 
     def _handle(self, outcome: Outcome) -> None:
         item = outcome.item
@@ -228,42 +242,31 @@ class JobLoop:
             run.next_to_track += 1
         self.observer.stage(run.name, "track", time.perf_counter() - started)
         if run.next_to_track == run.chunks:
-            self._plan_and_render(run)
+            # Handed over to the planner thread; the driver keeps no copy.
+            self.planning[run.name] = self.planner.submit(run, run.faces, run.track_ids)
+            run.faces, run.track_ids = [], []
 
-    def _plan_and_render(self, run: ShotRun) -> None:
-        from pipeline.faceplan import plan_shot
-
-        started = time.perf_counter()
-        face_plan = plan_shot(
-            run.faces,
-            run.track_ids,
-            self.spec.selection,
-            self.embeddings,
-            self.spec.tracking,
-            frame_times=run.shot.info.frame_times(),
-        )
-        self.observer.faces_planned(run.name, len(face_plan.tracks))
-        run.faces, run.track_ids = [], []  # no longer needed: keep the driver small
-        self.observer.stage(run.name, "plan", time.perf_counter() - started)
+    def _dispatch_renders(self, run: ShotRun, renders: ShotRenders) -> None:
+        """Submit the renders of a planned shot; segments an earlier run committed are taken as they are."""
+        self.observer.faces_planned(run.name, renders.tracks)
+        self.observer.stage(run.name, "plan", renders.seconds)
         self.unplanned_chunks -= run.chunks
-        for chunk in run.shot.plan.chunks:
-            tasks = face_plan.for_range(chunk.start_frame, chunk.end_frame)
-            key = self.prepared.keys.render(run.shot.fingerprint, chunk, run.encoder, tasks)
+        for render in renders.chunks:
+            chunk, key = render.chunk, render.key
             run.render_keys[chunk.index] = key
-            record = self.ledger.segment(run.name, chunk.index, key)
-            if record is not None:
-                run.segments[chunk.index] = _reused_segment(record, run.encoder)
-                self.observer.segment_reused(run.name, record, chunk.frame_count)
+            if render.committed is not None:
+                run.segments[chunk.index] = _reused_segment(render.committed, run.encoder)
+                self.observer.segment_reused(run.name, render.committed, chunk.frame_count)
                 continue
             self.dispatcher.submit(
                 WorkItem(
                     priority=(_RENDER, run.rank, chunk.index),
-                    affinity=self._adapter_identities(tasks),
+                    affinity=self._adapter_identities(render.tasks),
                     kind="render",
                     shot=run.name,
                     chunk=chunk.index,
                     call=_render_call(
-                        run, chunk, tasks, run.segment_url(self.prepared.work_url, chunk.index, key)
+                        run, chunk, render.tasks, run.segment_url(self.prepared.work_url, chunk.index, key)
                     ),
                 )
             )
@@ -316,7 +319,7 @@ class JobLoop:
         if not run.done:
             run.done = True
             self.open_shots -= 1
-            if run.next_to_track < run.chunks:
+            if not run.render_keys:  # its renders were never dispatched
                 self.unplanned_chunks -= run.chunks
         self.observer.shot_failed(run.name, message, time.perf_counter() - run.started_at)
         self.ledger.shot_failed(run.name, spec_key=run.shot.spec_key, error=message)
