@@ -182,17 +182,19 @@ def faces_from_npz(data: bytes) -> list[list[Face]]:
         out: list[list[Face]] = []
         if not counts.sum():
             return [[] for _ in counts]
-        boxes, landmarks, scores = z["boxes"], z["landmarks"], z["scores"]
-        has = z["has_embedding"]
-        emb = z["embeddings"] if "embeddings" in z.files else None
+        # Each face's arrays are rows of the chunk's arrays (read once, in their own memory).
+        has = z["has_embedding"].tolist()
+        emb = list(z["embeddings"]) if "embeddings" in z.files else [None] * len(has)
+        faces = Face.rows(
+            z["boxes"],
+            z["landmarks"],
+            z["scores"].tolist(),
+            [e if h else None for e, h in zip(emb, has, strict=True)],
+        )
         i = 0
-        for n in counts:
-            frame = []
-            for _ in range(int(n)):
-                embedding = emb[i].copy() if emb is not None and has[i] else None
-                frame.append(Face(boxes[i].copy(), landmarks[i].copy(), float(scores[i]), embedding))
-                i += 1
-            out.append(frame)
+        for n in counts.tolist():
+            out.append(faces[i : i + n])
+            i += n
         return out
 
 

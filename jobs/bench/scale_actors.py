@@ -61,6 +61,8 @@ class SimulatedHostWorker:
 
     def __init__(self, work: SimulatedWork) -> None:
         self.work = work
+        self.busy: dict[int, asyncio.Lock] = {}
+        """One lock per slot: like a real actor, a simulated one runs one call at a time (the next waits)."""
         self.calls: list[tuple[int, str, str, int, float, float]] = []
         """(slot, kind, shot, chunk, start, end), times in ``time.time()`` seconds."""
 
@@ -86,10 +88,11 @@ class SimulatedHostWorker:
     async def analyze_chunk(
         self, slot: int, label: str, url: str, info: VideoInfo, chunk: Chunk
     ) -> ChunkAnalysis:
-        start = time.time()
-        await asyncio.sleep(self.work.analysis_seconds)
-        faces = _faces(chunk, info, self.work)
-        end = time.time()
+        async with self.busy.setdefault(slot, asyncio.Lock()):
+            start = time.time()
+            await asyncio.sleep(self.work.analysis_seconds)
+            faces = _faces(chunk, info, self.work)
+            end = time.time()
         self.calls.append((slot, "analyze", url, chunk.index, start, end))
         return ChunkAnalysis(chunk.index, chunk.start_frame, faces, {"wall": end - start}, label)
 
@@ -104,11 +107,12 @@ class SimulatedHostWorker:
         encoder: Any,
         segment_url: str,
     ) -> SegmentResult:
-        start = time.time()
-        await asyncio.sleep(self.work.render_seconds)
-        data = f"simulated segment {chunk.index}".encode()
-        storage.write_bytes(segment_url, data)
-        end = time.time()
+        async with self.busy.setdefault(slot, asyncio.Lock()):
+            start = time.time()
+            await asyncio.sleep(self.work.render_seconds)
+            data = f"simulated segment {chunk.index}".encode()
+            storage.write_bytes(segment_url, data)
+            end = time.time()
         self.calls.append((slot, "render", url, chunk.index, start, end))
         return SegmentResult(
             chunk_index=chunk.index,

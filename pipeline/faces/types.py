@@ -28,6 +28,28 @@ class Face:
         if np.shape(self.landmarks) != (5, 2):
             raise ValueError(f"Face.landmarks must have shape (5, 2), got {np.shape(self.landmarks)}")
 
+    @classmethod
+    def rows(
+        cls,
+        boxes: np.ndarray,
+        landmarks: np.ndarray,
+        scores: list[float],
+        embeddings: list[np.ndarray | None],
+    ) -> list[Face]:
+        """One face per row of ``boxes`` (N, 4) and ``landmarks`` (N, 5, 2), shapes checked once."""
+        if boxes.shape[1:] != (4,) or landmarks.shape[1:] != (5, 2) or not len(boxes) == len(landmarks):
+            raise ValueError(f"Face.rows: boxes {boxes.shape}, landmarks {landmarks.shape}")
+        out = []
+        for box, marks, score, embedding in zip(boxes, landmarks, scores, embeddings, strict=True):
+            face = object.__new__(cls)
+            # The fields of a frozen dataclass, set as its own __init__ sets them.
+            object.__setattr__(face, "box", box)
+            object.__setattr__(face, "landmarks", marks)
+            object.__setattr__(face, "score", score)
+            object.__setattr__(face, "embedding", embedding)
+            out.append(face)
+        return out
+
     @property
     def area(self) -> float:
         x1, y1, x2, y2 = (float(v) for v in self.box)
