@@ -63,7 +63,8 @@ def s3_bucket(s3_endpoint: str) -> str:
 def ray_session() -> Iterator[SharedRay]:
     """The session's shared local Ray (2 CPUs, no GPU, no dashboard), shut down at the end.
 
-    Module-scoped fixtures that need Ray call ``ray_session.ensure()``; tests ask for ``ray_local``.
+    Tests that need Ray throughout ask for ``ray_local``; a fixture or test that needs it for
+    a block (a module-scoped reference run, say) uses ``with ray_session.use():``.
     """
     shared = SharedRay()
     try:

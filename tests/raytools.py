@@ -68,7 +68,6 @@ class SharedRay:
     def __init__(self, num_cpus: int = SHARED_NUM_CPUS) -> None:
         self.num_cpus = num_cpus
         self.gcs_address: str | None = None
-        self.starts = 0
 
     def ensure(self) -> None:
         """Make the shared instance the connected Ray, idle; start it when it is not."""
@@ -111,7 +110,6 @@ class SharedRay:
             configure_logging=False,
         )
         self.gcs_address = ray.get_runtime_context().gcs_address
-        self.starts += 1
 
     def _idle(self) -> bool:
         """Wait until every CPU is free again (actors are released asynchronously).

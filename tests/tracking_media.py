@@ -224,135 +224,6 @@ def best_lag(smoothed: np.ndarray, reference: np.ndarray, max_lag: float = 3.0, 
     return best_d
 
 
-# ---------------------------------------------------------------------------
-# Pixel clips with real faces (for detector-in-the-loop tests).  Faces are cut
-# at test time from pictures shipped inside installed packages; nothing is
-# written to the repository.
-
-# Face boxes (x1, y1, x2, y2) found by the default pack's YuNet in those pictures.
-_ASTRONAUT_FACE = (179, 63, 269, 174)
-_T1_FACES = ((462, 266, 576, 417), (751, 346, 845, 472), (271, 147, 370, 276))
-
-
-def _crop(picture: np.ndarray, box: tuple[int, int, int, int], margin: float = 0.35) -> np.ndarray:
-    x1, y1, x2, y2 = box
-    mx, my = margin * (x2 - x1), margin * (y2 - y1)
-    h, w = picture.shape[:2]
-    return picture[
-        max(0, int(y1 - my)) : min(h, int(y2 + my)), max(0, int(x1 - mx)) : min(w, int(x2 + mx))
-    ].copy()
-
-
-def face_patches() -> list[np.ndarray]:
-    """Head crops of four different real people (RGB uint8): astronaut, then three from t1.jpg."""
-    from tests.faces_data import astronaut, t1
-
-    picture = t1()
-    return [_crop(astronaut(), _ASTRONAUT_FACE)] + [_crop(picture, b) for b in _T1_FACES]
-
-
-def _background(height: int, width: int) -> np.ndarray:
-    yy, xx = np.mgrid[0:height, 0:width].astype(np.float64)
-    r = 90 + 40 * np.sin(xx / 37.0) + 20 * (yy / height)
-    g = 110 + 30 * np.cos(yy / 23.0)
-    b = 80 + 50 * (xx / width)
-    return np.clip(np.stack([r, g, b], axis=-1), 0, 255).astype(np.uint8)
-
-
-@dataclass
-class PixelClip:
-    frames: list[np.ndarray]  # RGB uint8
-    centres: list[list[tuple[int, tuple[float, float]]]]  # per frame: (person, centre) of visible faces
-
-
-def render_clip(
-    paths: list[Path],
-    n_frames: int,
-    *,
-    height: int = 240,
-    width: int = 320,
-    face_height: int = 110,
-    pixel_noise: float = 0.0,
-    seed: int = 0,
-    people: tuple[int, ...] | None = None,
-) -> PixelClip:
-    """Paste real head crops along ``paths`` (later paths drawn on top) over a smooth background.
-
-    ``pixel_noise`` adds Gaussian noise (grey levels) per frame, which makes a real
-    detector's landmarks jitter on a still face.
-    """
-    import cv2
-
-    patches = face_patches()
-    people = tuple(range(len(paths))) if people is None else people
-    sized = []
-    for p in people:
-        patch = patches[p]
-        scale = face_height / patch.shape[0]
-        sized.append(
-            cv2.resize(patch, (round(patch.shape[1] * scale), face_height), interpolation=cv2.INTER_AREA)
-        )
-    rng = np.random.default_rng(seed)
-    base = _background(height, width)
-    frames: list[np.ndarray] = []
-    centres: list[list[tuple[int, tuple[float, float]]]] = []
-    for t in range(n_frames):
-        frame = base.copy()
-        visible = []
-        for p, (path, patch) in enumerate(zip(paths, sized)):
-            c = path(t)
-            if c is None:
-                continue
-            ph, pw = patch.shape[:2]
-            # Sub-pixel placement by an affine warp so slow motion is smooth, not 1-px steps.
-            m = np.array([[1.0, 0.0, c[0] - pw / 2], [0.0, 1.0, c[1] - ph / 2]])
-            warped = cv2.warpAffine(patch, m, (width, height), flags=cv2.INTER_LINEAR)
-            mask = cv2.warpAffine(
-                np.full((ph, pw), 255, np.uint8), m, (width, height), flags=cv2.INTER_LINEAR
-            )
-            alpha = (mask.astype(np.float32) / 255.0)[..., None]
-            frame = (warped * alpha + frame * (1.0 - alpha)).round().astype(np.uint8)
-            visible.append((p, (float(c[0]), float(c[1]))))
-        if pixel_noise > 0:
-            frame = np.clip(frame + rng.normal(0.0, pixel_noise, frame.shape), 0, 255).astype(np.uint8)
-        frames.append(frame)
-        centres.append(visible)
-    return PixelClip(frames, centres)
-
-
-def crossing_clip(n_frames: int = 40) -> PixelClip:
-    """Two real faces crossing; the second passes in front of the first mid-clip."""
-
-    def a(t: int) -> tuple[float, float]:
-        return (70.0 + 180.0 * t / (n_frames - 1), 120.0)
-
-    def b(t: int) -> tuple[float, float]:
-        return (250.0 - 180.0 * t / (n_frames - 1), 126.0)
-
-    return render_clip([a, b], n_frames, people=(0, 1))
-
-
-def still_noise_clip(n_frames: int = 40, pixel_noise: float = 8.0) -> PixelClip:
-    """One still real face with fresh per-frame pixel noise."""
-    return render_clip([lambda t: (160.0, 120.0)], n_frames, pixel_noise=pixel_noise, seed=5)
-
-
-def multi_face_clip(n_frames: int = 40) -> PixelClip:
-    """Three real faces: one still, one walking, one entering from the right half-way."""
-    return render_clip(
-        [
-            lambda t: (70.0, 80.0),
-            lambda t: (100.0 + 3.0 * t, 170.0),
-            lambda t: None if t < n_frames // 2 else (270.0, 70.0),
-        ],
-        n_frames,
-        height=260,
-        width=340,
-        face_height=90,
-        people=(0, 2, 3),
-    )
-
-
 def _figures() -> None:
     """Print jitter, lag and flicker before/after smoothing (``python -m tests.tracking_media``)."""
     import time
@@ -368,7 +239,7 @@ def _figures() -> None:
     from pipeline.models.pack import load_pack
     from pipeline.models.runtime.settings import ExecutionConfig
     from pipeline.tracking import TrackingConfig, track_chunk
-    from tests.faces_data import carphone_frames
+    from tests.faces_data import carphone_frames, still_noise_clip
 
     on, off = TrackingConfig(), TrackingConfig(smoothing=False)
     sel = selection(mode="all", source="anna")

@@ -25,7 +25,7 @@ from jobs.bench.clips import write_source_image
 from tests.clips import ClipSpec, read_index, write_clip
 from tests.raytools import RAY_ENV, REPO, free_port
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = pytest.mark.ray
 logger = logging.getLogger(__name__)
 
 RESOURCE = "recast_gpu"

@@ -358,8 +358,7 @@ def analyzer(models):
 @pytest.fixture(scope="module")
 def real_clips(analyzer) -> dict[str, tuple[list[np.ndarray], list]]:
     """Frames and one-pass analysis of the carphone clip and a generated three-person clip."""
-    from tests.faces_data import carphone_frames
-    from tests.tracking_media import multi_face_clip
+    from tests.faces_data import carphone_frames, multi_face_clip
 
     clips = {"carphone": carphone_frames(limit=36), "multi_face": multi_face_clip(30).frames}
     return {name: (frames, analyzer.analyze(frames)) for name, frames in clips.items()}
@@ -411,7 +410,7 @@ def test_real_faces_chunked_render_equals_one_pass(models, real_clips, clip: str
 
 def test_real_crossing_faces_keep_their_source(analyzer) -> None:
     """Two real people cross; the one behind is hidden for several frames and re-detected half covered."""
-    from tests.tracking_media import crossing_clip
+    from tests.faces_data import crossing_clip
 
     clip = crossing_clip(30)
     faces = analyzer.analyze(clip.frames)
@@ -441,7 +440,7 @@ def chunked_plan_from_faces(faces, n_chunks: int, sel, refs):
 
 
 def test_real_still_face_with_pixel_noise_jitter_falls_5x(analyzer) -> None:
-    from tests.tracking_media import still_noise_clip
+    from tests.faces_data import still_noise_clip
 
     faces = analyzer.analyze(still_noise_clip(30).frames)
     assert all(len(f) == 1 for f in faces)
