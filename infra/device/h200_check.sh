@@ -19,7 +19,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
 timeout 150 python3 -m pytest -q -p no:cacheprovider \
-  --require-gpu tests/pipeline/faces/test_device_render.py tests/pipeline/models/test_runner.py 2>&1 | tee "$OUT/tests.log"
+  --require-gpu tests/pipeline/faces/test_device_render.py tests/pipeline/models/test_runner.py \
+  tests/pipeline/lora/test_lora_train.py 2>&1 | tee "$OUT/tests.log"
 # The stand-in models and clips (about 1 GB) stay in /tmp; only the figures come back.
 timeout "${BENCH_SECONDS:-330}" python3 -m jobs.benchmark --gpu --out /tmp/gpu-bench --size 1080p --seconds 10 \
   2>&1 | tee "$OUT/bench.log"
