@@ -8,24 +8,15 @@ are all accounted for, and the table marks its targets.
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
-import ray
 
 from jobs.bench.scale import ScaleSettings, run_scale, scale_table
 
 pytestmark = pytest.mark.ray
 
 
-@pytest.fixture()
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
-    yield
-    ray.shutdown()
-
-
-def test_a_simulated_job_runs_through_the_real_driver(tmp_path, local_ray) -> None:
+def test_a_simulated_job_runs_through_the_real_driver(tmp_path, ray_local) -> None:
     settings = ScaleSettings(
         out=str(tmp_path / "scale"), shots=6, chunks_per_shot=3, actors=12, hosts=3, time_scale=0.02
     )
