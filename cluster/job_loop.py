@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 PROGRESS_EVERY_SECONDS = 10.0
 REPOLL_AFTER_SECONDS = 0.002
 TURN_SECONDS = 0.5
-"""At most this long handling results before merges, progress and the report get their turn."""
+"""While results keep coming, finished plans and merges are taken at least this often."""
 WORK_ATTEMPTS = 2
 """Tries of a chunk whose work raised (not a lost actor): a deterministic failure then fails its shot."""
 _RENDER, _ANALYZE = 0, 1  # render work first: it finishes shots
@@ -118,34 +118,45 @@ class JobLoop:
         self.observer.actors_joined(list(self.dispatcher.infos.values()))
 
     def _loop(self) -> None:
-        last_progress = time.perf_counter()
+        """Handle results one by one; between them, hand freed actors their next work and, every
+        ``TURN_SECONDS``, take finished plans and merges, so no backlog holds an actor idle."""
+        outcomes: deque[Outcome] = deque()
+        last_turn = last_progress = time.perf_counter()
         while self.open_shots:
-            if self.dispatcher.idle:
-                # Only plans and merges are left: sleep on them instead of spinning (their threads need the GIL).
-                waiting: list[Future[Any]] = [*self.planning.values(), *self.merging.values()]
-                if not waiting:
-                    raise RuntimeError("driver stalled: no work in flight, no plan or merge running")
-                wait_futures(waiting, timeout=0.5, return_when=FIRST_COMPLETED)
-            for name in [n for n, f in self.planning.items() if f.done()]:
-                run = self.by_name[name]
-                renders = self.planning.pop(name).result()  # a planning error is a bug: it ends the job
-                if not run.done:
-                    self._dispatch_renders(run, renders)
-            outcomes = deque(self.dispatcher.wait(timeout=0.05 if self.planning else 0.5))
-            turn_started = time.perf_counter()
-            while outcomes:
+            if not outcomes:
+                if self.dispatcher.idle:
+                    # Only plans and merges are left: sleep on them (their threads need the GIL).
+                    waiting: list[Future[Any]] = [*self.planning.values(), *self.merging.values()]
+                    if not waiting:
+                        raise RuntimeError("driver stalled: no work in flight, no plan or merge running")
+                    wait_futures(waiting, timeout=0.5, return_when=FIRST_COMPLETED)
+                self._take_finished_threads()
+                last_turn = time.perf_counter()
+                outcomes.extend(self.dispatcher.wait(timeout=0.05 if self.planning else 0.5))
+            else:
                 started = time.perf_counter()
                 self._handle(outcomes.popleft())
                 now = time.perf_counter()
-                if now - started > REPOLL_AFTER_SECONDS and now - turn_started < TURN_SECONDS:
+                if now - started > REPOLL_AFTER_SECONDS:
                     # Handling took a while: actors that finished meanwhile get their next work now.
                     outcomes.extend(self.dispatcher.wait(timeout=0))
-            for name in [n for n, f in self.merging.items() if f.done()]:
-                self._finish_merge(self.by_name[name], self.merging.pop(name))
+                if now - last_turn > TURN_SECONDS:
+                    self._take_finished_threads()
+                    last_turn = now
             if time.perf_counter() - last_progress >= PROGRESS_EVERY_SECONDS:
                 last_progress = time.perf_counter()
                 self._log_progress()
                 self.observer.write_report(finished=False)
+
+    def _take_finished_threads(self) -> None:
+        """Dispatch the renders of shots the planner finished; publish the shots whose merge finished."""
+        for name in [n for n, f in self.planning.items() if f.done()]:
+            run = self.by_name[name]
+            renders = self.planning.pop(name).result()  # a planning error is a bug: it ends the job
+            if not run.done:
+                self._dispatch_renders(run, renders)
+        for name in [n for n, f in self.merging.items() if f.done()]:
+            self._finish_merge(self.by_name[name], self.merging.pop(name))
 
     def _handle(self, outcome: Outcome) -> None:
         item = outcome.item

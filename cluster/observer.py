@@ -62,6 +62,8 @@ class JobObserver:
         self.shot_retries: dict[str, int] = {}
         self.report_seconds: list[float] = []
         """Wall seconds of every report rewrite (interim and final), from the copy of the state on."""
+        self.report_cpu_seconds: list[float] = []
+        """CPU seconds of the thread that built and wrote each report (without waits for the GIL)."""
         self._reporter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report")
         self._reporting: Future[None] | None = None
         self.summary = JobSummary(
@@ -264,6 +266,7 @@ class JobObserver:
 
     def _write_report(self, snapshot: tuple[Any, ...], *, finished: bool) -> None:
         summary, timeline, thumbs, retries, until, started = snapshot
+        cpu_started = time.thread_time()
         try:
             for actor, ratio in actor_busy_ratios(timeline, until=until).items():
                 self.metrics.actor_busy(actor, ratio)
@@ -274,6 +277,7 @@ class JobObserver:
         except RecastError as exc:
             logger.warning("could not write the job report: %s", exc)
         self.report_seconds.append(time.perf_counter() - started)
+        self.report_cpu_seconds.append(time.thread_time() - cpu_started)
 
     def write_summary(self) -> None:
         url = storage.join(self.summary.work_url, "summary.json")
