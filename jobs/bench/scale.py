@@ -285,6 +285,8 @@ def scale_table(figures: dict[str, Any]) -> str:
         return "met" if ok else "MISSED"
 
     s = figures["settings"]
+    modelled = (s["analysis_seconds"] + s["render_seconds"]) * s["time_scale"]
+    overhead = figures["driver_cpu_seconds"] / figures["chunks"] / modelled
     lines = [
         (
             f"Driver at scale: {s['shots']} shots x {s['chunks_per_shot']} chunks of {s['chunk_seconds']:g} s "
@@ -293,6 +295,10 @@ def scale_table(figures: dict[str, Any]) -> str:
         ),
         f"  job wall                       {figures['wall_seconds']:>10.1f} s  (ideal {figures['ideal_wall_seconds']:.1f} s)",
         f"  driver CPU per 1,000 chunks    {figures['driver_cpu_seconds_per_1000_chunks']:>10.2f} s",
+        (
+            f"  ... per chunk, share of its modelled time {100 * overhead:>5.2f} %"
+            f"   target <= {100 * TARGETS['dispatch_wait_share']:g} %: {mark(overhead <= TARGETS['dispatch_wait_share'])}"
+        ),
         f"  driver busy share              {figures['driver_busy_share']:>10.3f}",
         f"  driver peak RSS                {figures['driver_peak_rss_mb']:>10.1f} MB",
     ]
