@@ -211,6 +211,11 @@ def test_setup_error_of_a_late_actor_ends_it_only(ray_local) -> None:
         dispatcher.submit(_item(v, priority=(v,), seconds=0.05))
     outcomes = _drain(dispatcher)
     assert {o.item.actor for o in outcomes} == {"good"} and all(o.error is None for o in outcomes)
+    # The good actor may finish the work before the bad one's set-up has even failed (a loaded
+    # machine starts actor processes slowly): wait for the failure to come in.
+    deadline = time.monotonic() + 60
+    while "bad" not in dispatcher.setup_errors and time.monotonic() < deadline:
+        dispatcher.wait(timeout=0.5)
     assert isinstance(dispatcher.setup_errors["bad"], MediaError)
     assert "pack.onnx" in str(dispatcher.setup_errors["bad"])
     # With no actor left that could take the pending work, the set-up error itself is raised.
