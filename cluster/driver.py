@@ -26,12 +26,12 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import ray
 
-from actors.render import ChunkAnalysis, SegmentResult
+from actors.render import RenderActor
 from cluster.actor_config import render_config
 from cluster.checks import PlannedShot, PreparedJob, prepare_job
 from cluster.job_loop import JobLoop
@@ -49,14 +49,6 @@ from pipeline import storage
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ChunkAnalysis", "DriverParts", "JobRunner", "SegmentResult", "prepare_job", "run_job"]
-
-
-def _render_actor() -> Any:
-    from actors.render import RenderActor
-
-    return RenderActor
-
 
 @dataclass(frozen=True)
 class DriverParts:
@@ -66,7 +58,7 @@ class DriverParts:
     modelled time and a merge that writes a stand-in output.
     """
 
-    actor_class: Any = field(default_factory=_render_actor)
+    actor_class: Any = RenderActor
     merge: MergeFn = merge_and_publish
     thumbnails: bool = True
     progress_stream: TextIO | None = None
