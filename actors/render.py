@@ -8,13 +8,14 @@ the identities of the job (loaded once, cached by name).  The driver calls:
   driver reports it by name instead of as a dead actor;
 * ``analyze_chunk(shot_url, info, chunk)`` -> :class:`ChunkAnalysis`
   (faces with embeddings per frame; small);
-* ``render_chunk(shot_url, info, chunk, tasks_per_frame, encoder, segment_url)``
+* ``render_chunk(shot_url, info, chunk, tasks_per_frame, encoder, segment_url, faces)``
   -> :class:`SegmentResult`: stream-decodes the range, renders, encodes one
-  segment and uploads it to the job's work area.
+  segment and uploads it to the job's work area;
+* ``render_frames(...)``: the same for an image sequence, whose frames are
+  written one by one under their own numbers (:mod:`actors.plates`).
 
-Both chunk methods run decode, inference and encode overlapped
-(:func:`pipeline.stages.run_stages`): memory is a few batches of frames,
-whatever the length of the shot.
+Chunk methods run decode, inference and encode overlapped (:func:`pipeline.stages.run_stages`):
+memory is a few batches of frames, whatever the length of the shot.
 
 :class:`RenderWorker` is the plain class (usable in-process, e.g. by
 benchmarks); :data:`RenderActor` is the same class as a Ray actor.
@@ -27,14 +28,15 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import ray
 from pydantic import Field
 
+from actors.plates import PlateFrames, frames_writer
+from actors.results import ChunkAnalysis, SegmentResult
 from pipeline import storage
 from pipeline.chunking import Chunk
 from pipeline.configbase import Frozen
@@ -78,40 +80,6 @@ class RenderConfig(Frozen):
     """Draw a visible "AI-altered" label on every frame (review copies)."""
 
 
-@dataclass(frozen=True)
-class ChunkAnalysis:
-    """Faces (with embeddings) of every frame of one chunk, in frame order."""
-
-    chunk_index: int
-    start_frame: int
-    faces: list[list[Face]]
-    stage_seconds: dict[str, float]
-    actor: str
-
-    @property
-    def face_count(self) -> int:
-        return sum(len(f) for f in self.faces)
-
-
-@dataclass(frozen=True)
-class SegmentResult:
-    """One rendered, uploaded segment: what the driver needs to merge and to report."""
-
-    chunk_index: int
-    url: str
-    sha256: str
-    bytes: int
-    frames: int
-    faces_swapped: int
-    stage_seconds: dict[str, float]
-    providers: dict[str, list[str]]
-    encoder: str
-    actor: str
-    wall_seconds: float
-    model_busy_share: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 class RenderWorker:
     """Model sessions + identities, created once; renders chunk after chunk."""
 
@@ -125,7 +93,8 @@ class RenderWorker:
         self.setup_seconds = 0.0
         self.chunks_done = 0
         self._analyzer: Any = None
-        self._renderer: Renderer | None = None  # set by _setup; every call checks _ready first
+        self._renderers: dict[FaceConfig, Renderer] = {}  # one per shot-level faces config, made on first use
+        self.plates = PlateFrames(config.codec_threads)  # image-sequence reading and writing
         started = time.perf_counter()
         try:
             self._setup()
@@ -151,7 +120,16 @@ class RenderWorker:
         for name in self.config.identities:
             self.identity(name)
         self._analyzer = FaceAnalyzer(self.models)
-        self._renderer = make_renderer(self.models, self.identities, self.config.faces)
+        self._renderers[self.config.faces] = make_renderer(self.models, self.identities, self.config.faces)
+
+    def renderer(self, faces: FaceConfig | None = None) -> Renderer:
+        """The renderer for ``faces`` (a shot's own settings; None: the job's), made once."""
+        from pipeline.faces.renderers import make_renderer
+
+        config = faces if faces is not None else self.config.faces
+        if config not in self._renderers:
+            self._renderers[config] = make_renderer(self.models, self.identities, config)
+        return self._renderers[config]
 
     def identity(self, name: str) -> Any:
         """The loaded identity ``name`` (loaded on first use, then cached)."""
@@ -206,11 +184,17 @@ class RenderWorker:
         return {name: np.asarray(ident.embedding, np.float32) for name, ident in self.identities.items()}
 
     def choose_encoders(self, settings: EncodeSettings, infos: Sequence[VideoInfo]) -> list[EncoderChoice]:
-        """The encoder for each shot, chosen here because this is where encoding happens."""
+        """The encoder for each shot, chosen here because this is where encoding happens.
+
+        An image sequence is written frame by frame with OpenImageIO in its own format."""
         self._ready()
-        return [choose_encoder(settings, info) for info in infos]
+        return [
+            choose_encoder(settings, info) if info.sequence is None else frames_writer(info) for info in infos
+        ]
 
     def _decode(self, shot_url: str, info: VideoInfo, chunk: Chunk) -> Iterator[Frame]:
+        if info.sequence is not None:
+            return self.plates.decode(info, chunk)
         return decode_range(
             shot_url, info, chunk.start_frame, chunk.end_frame, threads=self.config.codec_threads
         )
@@ -256,28 +240,23 @@ class RenderWorker:
         tasks_per_frame: Sequence[Sequence[FaceTask]],
         encoder: EncoderChoice,
         segment_url: str,
+        faces: FaceConfig | None = None,
     ) -> SegmentResult:
-        """Render ``chunk`` with the planned tasks, encode it and upload it to ``segment_url``."""
+        """Render ``chunk`` with the planned tasks, encode it and upload it to ``segment_url``.
+
+        ``faces``: the shot's own render settings (None: the job's)."""
         self._ready()
         started = time.perf_counter()
-        expected = chunk.end_frame - chunk.start_frame
-        if len(tasks_per_frame) != expected:
-            raise ValueError(f"chunk {chunk.index}: {len(tasks_per_frame)} task lists for {expected} frames")
-        renderer = self._renderer
-        assert renderer is not None
+        expected = self._check_tasks(chunk, tasks_per_frame)
+        renderer = self.renderer(faces)
         stage_before = dict(renderer.stage_seconds)
         written = 0
-
-        marking = self.config.watermark is not None or self.config.review_label
+        render_rgb = self._render_rgb(renderer, chunk, tasks_per_frame)
 
         def render(frames: list[Frame]) -> list[Frame]:
-            tasks = [tasks_per_frame[f.index - chunk.start_frame] for f in frames]
-            if not any(tasks) and not marking:
+            outs = render_rgb(frames)
+            if outs is None:
                 return frames
-            outs = renderer.render([f.rgb for f in frames], tasks) if any(tasks) else [f.rgb for f in frames]
-            if marking:
-                # After the faces are rendered, before encoding: the mark lives in the new faces.
-                outs = [self._mark(out, frame_tasks) for out, frame_tasks in zip(outs, tasks, strict=True)]
             return [Frame(index=f.index, pts=f.pts, rgb=out) for f, out in zip(frames, outs, strict=True)]
 
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
@@ -306,31 +285,96 @@ class RenderWorker:
             storage.publish_file(local, segment_url)
             upload_seconds = time.perf_counter() - encode_close_done
 
-        stage_after = dict(renderer.stage_seconds)
         stages = {
             "decode": times.read_seconds,
             "render": times.process_seconds,
             "encode": times.write_seconds,
             "upload": upload_seconds,
         }
-        for key, value in stage_after.items():
-            stages[f"render.{key}"] = value - stage_before.get(key, 0.0)
-        wall = time.perf_counter() - started
-        self.chunks_done += 1
-        return SegmentResult(
-            chunk_index=chunk.index,
-            url=segment_url,
-            sha256=digest,
-            bytes=nbytes,
-            frames=written,
-            faces_swapped=sum(len(t) for t in tasks_per_frame),
-            stage_seconds=stages,
-            providers=dict(self.models.providers),
-            encoder=encoder.name,
-            actor=self.label,
-            wall_seconds=wall,
-            model_busy_share=times.process_busy_share,
+        return self._result(
+            chunk, segment_url, (digest, nbytes, written), tasks_per_frame, stages, renderer, stage_before,
+            encoder.name, started, times,
+        )  # fmt: skip
+
+    def render_frames(
+        self,
+        shot_url: str,
+        info: VideoInfo,
+        chunk: Chunk,
+        tasks_per_frame: Sequence[Sequence[FaceTask]],
+        output_url: str,
+        faces: FaceConfig | None = None,
+        compression: str | None = None,
+    ) -> SegmentResult:
+        """Render ``chunk`` of an image sequence and write each frame whole to ``output_url``'s frame
+        name (:meth:`actors.plates.PlateFrames.render`); ``extra["frame_files"]`` lists them."""
+        self._ready()
+        started = time.perf_counter()
+        self._check_tasks(chunk, tasks_per_frame)
+        renderer = self.renderer(faces)
+        stage_before = dict(renderer.stage_seconds)
+        written, stages, times, files = self.plates.render(
+            info,
+            chunk,
+            self._decode(shot_url, info, chunk),
+            self._render_rgb(renderer, chunk, tasks_per_frame),
+            output_url,
+            compression,
+            batch_size=self.config.faces.batch_size,
+            queue_batches=self.config.queue_batches,
         )
+        return self._result(
+            chunk, output_url, written, tasks_per_frame, stages, renderer, stage_before, "oiio", started, times,
+            extra={"frame_files": files},
+        )  # fmt: skip
+
+    def _check_tasks(self, chunk: Chunk, tasks_per_frame: Sequence[Sequence[FaceTask]]) -> int:
+        expected = chunk.end_frame - chunk.start_frame
+        if len(tasks_per_frame) != expected:
+            raise ValueError(f"chunk {chunk.index}: {len(tasks_per_frame)} task lists for {expected} frames")
+        return expected
+
+    def _render_rgb(
+        self, renderer: Renderer, chunk: Chunk, tasks_per_frame: Sequence[Sequence[FaceTask]]
+    ) -> Callable[[list[Frame]], list[np.ndarray] | None]:
+        """``frames -> their rendered (and marked) pixels``, or None when a batch has nothing to change."""
+        marking = self.config.watermark is not None or self.config.review_label
+
+        def render_rgb(frames: list[Frame]) -> list[np.ndarray] | None:
+            tasks = [tasks_per_frame[f.index - chunk.start_frame] for f in frames]
+            if not any(tasks) and not marking:
+                return None
+            outs = renderer.render([f.rgb for f in frames], tasks) if any(tasks) else [f.rgb for f in frames]
+            if marking:
+                # After the faces are rendered, before encoding: the mark lives in the new faces.
+                outs = [self._mark(out, frame_tasks) for out, frame_tasks in zip(outs, tasks, strict=True)]
+            return outs
+
+        return render_rgb
+
+    def _result(
+        self,
+        chunk: Chunk,
+        url: str,
+        written: tuple[str, int, int],
+        tasks_per_frame: Sequence[Sequence[FaceTask]],
+        stages: dict[str, float],
+        renderer: Renderer,
+        stage_before: dict[str, float],
+        encoder: str,
+        started: float,
+        times: StageTimes,
+        extra: dict[str, Any] | None = None,
+    ) -> SegmentResult:
+        for key, value in renderer.stage_seconds.items():
+            stages[f"render.{key}"] = value - stage_before.get(key, 0.0)
+        self.chunks_done += 1
+        digest, nbytes, frames = written
+        return SegmentResult(
+            chunk.index, url, digest, nbytes, frames, sum(len(t) for t in tasks_per_frame), stages,
+            dict(self.models.providers), encoder, self.label, time.perf_counter() - started,
+            times.process_busy_share, extra or {},
+        )  # fmt: skip
 
     def _mark(self, rgb: np.ndarray, tasks: Sequence[FaceTask]) -> np.ndarray:
         """The watermark in the replaced faces' boxes, then the review label, as configured."""

@@ -17,13 +17,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
+
+from cluster.fingerprints import input_fingerprint, output_exists
 from cluster.keys import AnalysisKey, Fingerprint, JobKeys, ShotKey, identities_digest
-from cluster.manifest import JobManifest, input_fingerprint
+from cluster.manifest import JobManifest
 from cluster.provenance import audit_url, check_provenance
-from cluster.shots import ShotRef, expand_shots, work_url_for
+from cluster.shots import ShotRef, ShotSettings, expand_shots, settings_of, work_url_for
 from cluster.spec import JobSpec
+from cluster.windows import ShotWindow, render_chunks, shot_window
 from pipeline import storage
-from pipeline.chunking import ChunkPlan, plan_chunks
+from pipeline.chunking import Chunk, ChunkPlan, plan_chunks
 from pipeline.errors import SpecError
 from pipeline.probe import VideoInfo, probe
 
@@ -31,8 +35,22 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class ProbedShot:
+    """A shot's probe, settings, frame window and chunk plan (the analysed frames)."""
+
+    ref: ShotRef
+    info: VideoInfo
+    settings: ShotSettings
+    window: ShotWindow
+    plan: ChunkPlan
+
+
+@dataclass(frozen=True)
 class PlannedShot:
-    """A shot to render: its source, probe, chunk plan and cache keys."""
+    """A shot to render: its source, probe, chunk plan and cache keys.
+
+    ``plan`` covers the analysed frames; ``renders`` are its chunks cut to the delivered ones.
+    """
 
     ref: ShotRef
     info: VideoInfo
@@ -40,6 +58,13 @@ class PlannedShot:
     fingerprint: Fingerprint
     spec_key: ShotKey
     analysis_keys: tuple[AnalysisKey, ...]
+    settings: ShotSettings
+    window: ShotWindow
+    renders: tuple[Chunk, ...]
+
+    @property
+    def is_sequence(self) -> bool:
+        return self.info.sequence is not None
 
 
 @dataclass(frozen=True)
@@ -103,15 +128,17 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
     pack_hash = load_pack(spec.models.pack, cache_dir=spec.models.cache_dir).hash
     verify_identity_adapters(spec)
     keys = JobKeys(spec, pack_hash, identities_digest(spec))
-    skipped = [s for s in shots if spec.output.if_exists == "skip" and storage.exists(s.output_url)]
+    skipped = [s for s in shots if spec.output.if_exists == "skip" and output_exists(s.output_url)]
     candidates = [s for s in shots if s not in skipped]
     planned: list[PlannedShot] = []
     reused: list[ReusedShot] = []
     shot_keys: dict[str, ShotKey] = {}
-    for shot, info, plan in probe_shots(spec, candidates):
+    for probed in probe_shots(spec, candidates):
+        shot, info, plan = probed.ref, probed.info, probed.plan
         fingerprint = input_fingerprint(shot.url, info)
-        spec_key = shot_keys[shot.name] = keys.shot(shot, fingerprint, plan)
-        if storage.exists(shot.output_url):
+        planned_one = planned_shot(keys, probed, fingerprint)
+        spec_key = shot_keys[shot.name] = planned_one.spec_key
+        if output_exists(shot.output_url):
             # Published by an earlier run of this very job, unchanged since, for the same inputs: keep it.
             record = manifest.published_output(shot.name, spec_key, shot.output_url) if resumed else None
             if record is not None:
@@ -123,7 +150,20 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
                     f"{shot.output_url} already exists (set if_exists: skip or overwrite)",
                 )
         analysis_keys = tuple(keys.analysis(fingerprint, c) for c in plan.chunks)
-        planned.append(PlannedShot(shot, info, plan, fingerprint, spec_key, analysis_keys))
+        renders = render_chunks(info, plan, probed.window)
+        planned.append(
+            PlannedShot(
+                shot,
+                info,
+                plan,
+                fingerprint,
+                spec_key,
+                analysis_keys,
+                probed.settings,
+                probed.window,
+                renders,
+            )
+        )
     # An unwritable destination must fail the job now, not after hours of rendering.
     for parent in sorted({_parent(p.ref.output_url) for p in planned}):
         storage.check_writable(parent)
@@ -132,7 +172,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
         storage.check_writable(storage.join(audit_url(spec), "audit"))
     for p in planned:
         remove_interrupted_publish(p.ref.output_url)
-    planned.sort(key=lambda p: -(p.info.frame_count * p.info.width * p.info.height))
+    planned.sort(key=lambda p: -(p.plan.frame_count * p.info.width * p.info.height))
     return PreparedJob(
         spec=spec,
         work_url=work_url,
@@ -147,24 +187,61 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
     )
 
 
-def probe_shots(spec: JobSpec, shots: list[ShotRef]) -> list[tuple[ShotRef, VideoInfo, ChunkPlan]]:
+def probe_shots(spec: JobSpec, shots: list[ShotRef]) -> list[ProbedShot]:
     """Probe and plan every shot up front: a bad input fails the job before any rendering."""
-    out = []
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe") as pool:
-        infos = list(pool.map(lambda s: probe(s.url), shots))
-    for shot, info in zip(shots, infos, strict=True):
-        out.append((shot, info, plan_shot_chunks(spec, info)))
-    return out
+        infos = list(pool.map(lambda s: probe_shot(s, settings_of(spec, s)), shots))
+    return [probed_shot(spec, shot, info) for shot, info in zip(shots, infos, strict=True)]
 
 
-def plan_shot_chunks(spec: JobSpec, info: VideoInfo) -> ChunkPlan:
-    """The chunk plan of one probed shot under the job's ``chunking`` settings."""
+def probed_shot(spec: JobSpec, shot: ShotRef, info: VideoInfo) -> ProbedShot:
+    """A probed shot's settings, frame window and chunk plan."""
+    settings = settings_of(spec, shot)
+    window = shot_window(info, settings, include_handles=spec.output.include_handles)
+    return ProbedShot(shot, info, settings, window, plan_shot_chunks(spec, info, window))
+
+
+def planned_shot(keys: JobKeys, probed: ProbedShot, fingerprint: Fingerprint) -> PlannedShot:
+    """A probed shot with its cache keys and the chunks it renders."""
+    plan = probed.plan
+    return PlannedShot(
+        ref=probed.ref,
+        info=probed.info,
+        plan=plan,
+        fingerprint=fingerprint,
+        spec_key=keys.shot(probed.ref, fingerprint, plan, probed.settings, probed.window),
+        analysis_keys=tuple(keys.analysis(fingerprint, c) for c in plan.chunks),
+        settings=probed.settings,
+        window=probed.window,
+        renders=render_chunks(probed.info, plan, probed.window),
+    )
+
+
+def probe_shot(shot: ShotRef, settings: ShotSettings) -> VideoInfo:
+    """A video's demux probe, or an image sequence's listing and headers (with its colour settings)."""
+    if not shot.is_sequence:
+        if settings.fps is not None:
+            raise SpecError(f"{settings.field}.fps", "applies to image sequences; a video's rate is its own")
+        return probe(shot.url)
+    from pipeline.plates.probe import probe_sequence
+    from pipeline.plates.types import ColourRequest
+
+    colour = settings.colour
+    request = ColourRequest(config=colour.config, plate_space=colour.plate, model_space=colour.model)
+    return probe_sequence(shot.url, fps=settings.fps, colour=request)
+
+
+def plan_shot_chunks(spec: JobSpec, info: VideoInfo, window: ShotWindow | None = None) -> ChunkPlan:
+    """The chunk plan of one probed shot's analysed frames under the job's ``chunking`` settings."""
+    start, end = window.analysed if window is not None else (0, info.frame_count)
     return plan_chunks(
         info,
         spec.chunking.seconds,
         min_seconds=spec.chunking.min_seconds,
         max_seconds=spec.chunking.max_seconds,
         snap_to_keyframes=spec.chunking.snap_to_keyframes,
+        start=start,
+        end=end,
     )
 
 
@@ -201,7 +278,12 @@ def remove_interrupted_publish(output_url: str) -> None:
         return
     path = storage.local_path(output_url)
     head, tail = os.path.split(path)
-    for stale in glob.glob(os.path.join(head or ".", f".{glob.escape(tail)}.tmp-*")):
+    pattern = f".{glob.escape(tail)}.tmp-*"
+    if is_sequence_url(output_url):
+        # Frames are written one by one the same way: .<name>.1001.exr.tmp-<random>
+        seq = parse_sequence_url(output_url)
+        pattern = f".{glob.escape(seq.head)}*{glob.escape(seq.tail)}.tmp-*"
+    for stale in glob.glob(os.path.join(head or ".", pattern)):
         logger.info("removing %s, left by an interrupted publish", stale)
         with contextlib.suppress(FileNotFoundError):
             os.remove(stale)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from ray.exceptions import RayActorError
 
-from actors.render import ChunkAnalysis, SegmentResult
+from actors.results import ChunkAnalysis, SegmentResult
 from cluster.checks import PreparedJob
 from cluster.dispatch import Dispatcher, Elasticity, Outcome, WorkItem
 from cluster.ledger import Ledger
@@ -76,7 +76,7 @@ class JobLoop:
         self.planner = ShotPlanner(prepared, ledger, embeddings)
         self.planning: dict[str, Future[ShotRenders]] = {}
         self.open_shots = len(runs)
-        self.unplanned_chunks = sum(r.chunks for r in runs)
+        self.unplanned_chunks = sum(r.renders for r in runs)
         """Chunks whose renders are not dispatched yet: actors are kept for them."""
         self.dispatcher = Dispatcher(
             pool.actors,
@@ -199,9 +199,9 @@ class JobLoop:
         else:
             result: SegmentResult = outcome.value
             run.segments[result.chunk_index] = result
-            frames = run.shot.plan.chunks[result.chunk_index].frame_count
+            frames = result.frames
             self.observer.segment_done(run.name, result, outcome.seconds, frames)
-            if len(run.segments) == run.chunks:
+            if len(run.segments) == run.renders:
                 self._start_merge(run)
 
     # -- steps --------------------------------------------------------------------------------
@@ -228,6 +228,7 @@ class JobLoop:
             frames=result.frames,
             faces_swapped=result.faces_swapped,
             actor=result.actor,
+            frame_files=tuple(result.extra.get("frame_files", ())),
         )
         return self.ledger.commit_segment(run.name, record)
 
@@ -261,7 +262,7 @@ class JobLoop:
         """Submit the renders of a planned shot; segments an earlier run committed are taken as they are."""
         self.observer.faces_planned(run.name, renders.tracks)
         self.observer.stage(run.name, "plan", renders.seconds)
-        self.unplanned_chunks -= run.chunks
+        self.unplanned_chunks -= run.renders
         for render in renders.chunks:
             chunk, key = render.chunk, render.key
             run.render_keys[chunk.index] = key
@@ -277,23 +278,33 @@ class JobLoop:
                     shot=run.name,
                     chunk=chunk.index,
                     call=_render_call(
-                        run, chunk, render.tasks, run.segment_url(self.prepared.work_url, chunk.index, key)
+                        run,
+                        chunk,
+                        render.tasks,
+                        run.segment_url(self.prepared.work_url, chunk.index, key),
+                        self.spec.output.compression,
                     ),
                 )
             )
-        if len(run.segments) == run.chunks:
+        if len(run.segments) == run.renders:
             self._start_merge(run)
 
     def _start_merge(self, run: ShotRun) -> None:
-        segments = [run.segments[i] for i in range(run.chunks)]
+        segments = [run.segments[c.index] for c in run.shot.renders]
         self.observer.set_chunk_actors(run.name, [s.actor for s in segments])
         ref = run.shot.ref
+        if run.shot.is_sequence:
+            written = {int(n): (h, b) for s in segments for n, h, b in s.extra.get("frame_files", ())}
+            self.merging[run.name] = self.publisher.submit_sequence(run.shot.info, ref.output_url, written)
+            return
+        window = None if run.shot.window.whole else run.shot.window.delivered
         self.merging[run.name] = self.publisher.submit(
             [s.url for s in segments],
             run.shot.info,
             ref.output_url,
             ref.url,
             self.provenance.signing(ref.output_url),
+            window,
         )
 
     def _finish_merge(self, run: ShotRun, future: Future[Published]) -> None:
@@ -313,10 +324,18 @@ class JobLoop:
             sha256=published.sha256,
             fingerprint=published.fingerprint,
             frames=published.stats.frames,
-            render_keys=[run.render_keys[i] for i in range(run.chunks)],
+            render_keys=[run.render_keys[c.index] for c in run.shot.renders],
+            frame_sha256=published.frame_sha256,
         )
         self.observer.shot_published(
-            ShotSource(ref.name, ref.url, ref.output_url, run.shot.info, boundary_frames(run.shot.plan)),
+            ShotSource(
+                ref.name,
+                ref.url,
+                ref.output_url,
+                run.shot.info,
+                boundary_frames(run.shot.renders),
+                offset=0 if run.shot.is_sequence else run.shot.window.delivered[0],
+            ),
             frames=published.stats.frames,
             output_bytes=published.stats.bytes,
             sha256=published.sha256,
@@ -324,20 +343,22 @@ class JobLoop:
             wall=time.perf_counter() - run.started_at,
         )
         # The output is published and recorded: its segments are no longer needed (the records stay).
-        self.publisher.remove_later(storage.join(self.prepared.work_url, "segments", run.name))
+        if not run.shot.is_sequence:
+            self.publisher.remove_later(storage.join(self.prepared.work_url, "segments", run.name))
 
     def _fail(self, run: ShotRun, message: str) -> None:
         if not run.done:
             run.done = True
             self.open_shots -= 1
             if not run.render_keys:  # its renders were never dispatched
-                self.unplanned_chunks -= run.chunks
+                self.unplanned_chunks -= run.renders
         self.observer.shot_failed(run.name, message, time.perf_counter() - run.started_at)
         self.ledger.shot_failed(run.name, spec_key=run.shot.spec_key, error=message)
 
     def _log_progress(self) -> None:
         runs = self.runs
-        total = sum(r.shot.info.frame_count for r in runs)
+        total = sum(r.shot.plan.frame_count for r in runs)
+        delivered = sum(r.shot.window.delivered_count for r in runs)
         analysed = sum(
             r.shot.plan.chunks[i].frame_count for r in runs for i in range(min(r.next_to_track, r.chunks))
         )
@@ -346,7 +367,7 @@ class JobLoop:
         d = self.dispatcher
         logger.info(
             "progress: analysed %d/%d, rendered %d/%d frames (%.1f fps), %d in flight, %d pending, %d retries",
-            analysed, total, rendered, total, rendered / elapsed if elapsed > 0 else 0.0,
+            analysed, total, rendered, delivered, rendered / elapsed if elapsed > 0 else 0.0,
             d.inflight, d.pending, d.retries,
         )  # fmt: skip
 
@@ -359,6 +380,7 @@ class JobLoop:
 
 def _reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResult:
     """A segment committed by an earlier run, as if just rendered."""
+    extra = {"frame_files": list(record.frame_files)} if record.frame_files else {}
     return SegmentResult(
         chunk_index=record.chunk,
         url=record.segment_url,
@@ -371,6 +393,7 @@ def _reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResu
         encoder=encoder.name,
         actor=record.actor or "manifest",
         wall_seconds=0.0,
+        extra=extra,
     )
 
 
@@ -379,6 +402,12 @@ def _analyze_call(run: ShotRun, chunk: Chunk) -> Any:
     return lambda actor: actor.analyze_chunk.remote(url, info, chunk)
 
 
-def _render_call(run: ShotRun, chunk: Chunk, tasks: list[list[FaceTask]], segment_url: str) -> Any:
-    url, info, encoder = run.shot.ref.url, run.info_ref, run.encoder
-    return lambda actor: actor.render_chunk.remote(url, info, chunk, tasks, encoder, segment_url)
+def _render_call(
+    run: ShotRun, chunk: Chunk, tasks: list[list[FaceTask]], segment_url: str, compression: str | None
+) -> Any:
+    url, info, encoder, faces = run.shot.ref.url, run.info_ref, run.encoder, run.shot.settings.faces
+    if run.shot.is_sequence:
+        return lambda actor: actor.render_frames.remote(
+            url, info, chunk, tasks, segment_url, faces, compression
+        )
+    return lambda actor: actor.render_chunk.remote(url, info, chunk, tasks, encoder, segment_url, faces)

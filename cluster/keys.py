@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any, NewType
 
 from cluster.manifest import digest, tasks_digest
-from cluster.shots import ShotRef
+from cluster.shots import ShotRef, ShotSettings
 from cluster.spec import JobSpec
+from cluster.windows import ShotWindow
 from pipeline import storage
 from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.encode import EncoderChoice
@@ -110,23 +111,41 @@ class JobKeys:
         chunk: Chunk,
         encoder: EncoderChoice,
         tasks: list[list[FaceTask]],
+        settings: ShotSettings | None = None,
+        frames_url: str | None = None,
     ) -> RenderKey:
         """A chunk's segment: its frames, models, render settings, identities, encoder, and exactly the
-        face tasks planned for it (so a tracking or selection change redoes only the chunks it alters)."""
+        face tasks planned for it (so a tracking or selection change redoes only the chunks it alters).
+
+        An image sequence's frames (``frames_url``: where they are written) also depend on that place
+        and on ``output.compression``."""
         parts: dict[str, Any] = {
             "input": fingerprint,
             "chunk": [chunk.start_frame, chunk.end_frame],
             "pack": self.pack_hash,
             "execution": execution_key(self.spec),
-            "faces": self.spec.faces,
+            "faces": settings.faces if settings is not None else self.spec.faces,
             "identities": self.identities,
             "encoder": encoder,
             "tasks": tasks_digest(tasks),
         }
+        if frames_url is not None:
+            parts["frames_url"] = frames_url
+            parts["compression"] = self.spec.output.compression
         return RenderKey(digest(self._with_marks(parts)))
 
-    def shot(self, ref: ShotRef, fingerprint: Fingerprint, plan: ChunkPlan) -> ShotKey:
-        """Everything a shot's output depends on, known before any actor runs."""
+    def shot(
+        self,
+        ref: ShotRef,
+        fingerprint: Fingerprint,
+        plan: ChunkPlan,
+        settings: ShotSettings | None = None,
+        window: ShotWindow | None = None,
+    ) -> ShotKey:
+        """Everything a shot's output depends on, known before any actor runs.
+
+        A shot's own settings and frame window enter only where they differ from the job's (the
+        keys of jobs without them stay as they were)."""
         spec = self.spec
         parts: dict[str, Any] = {
             "input": fingerprint,
@@ -134,12 +153,16 @@ class JobKeys:
             "pack": self.pack_hash,
             "execution": execution_key(spec),
             "tracking": spec.tracking,
-            "selection": spec.selection,
-            "faces": spec.faces,
+            "selection": settings.selection if settings is not None else spec.selection,
+            "faces": settings.faces if settings is not None else spec.faces,
             "identities": self.identities,
             "encode": spec.output.encode_settings(),
             "output": ref.output_url,
         }
+        if window is not None and not window.whole:
+            parts["delivered"] = list(window.delivered)
+        if ref.is_sequence:
+            parts["compression"] = spec.output.compression
         return ShotKey(digest(self._with_marks(parts)))
 
     def _with_marks(self, parts: dict[str, Any]) -> dict[str, Any]:

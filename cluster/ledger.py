@@ -127,11 +127,17 @@ class Ledger:
     def commit_segment(self, shot: str, record: RenderRecord) -> BaseException | None:
         """Check the uploaded segment's size, then record it (the commit); the error if it is not right."""
         try:
-            size = storage.size(record.segment_url)
+            if record.frame_files:
+                if not record.files_intact():
+                    return RecastError(
+                        f"{record.segment_url}: frames missing or not the size the actor wrote"
+                    )
+            elif (size := storage.size(record.segment_url)) != record.bytes:
+                return RecastError(
+                    f"{record.segment_url}: uploaded {size} bytes, the actor wrote {record.bytes}"
+                )
         except RecastError as exc:
             return exc
-        if size != record.bytes:
-            return RecastError(f"{record.segment_url}: uploaded {size} bytes, the actor wrote {record.bytes}")
         try:
             self.manifest.write_render(shot, record)
         except RecastError as exc:
@@ -156,8 +162,9 @@ class Ledger:
         fingerprint: dict[str, Any],
         frames: int,
         render_keys: list[RenderKey],
+        frame_sha256: dict[str, str] | None = None,
     ) -> None:
-        record = {
+        record: dict[str, Any] = {
             "status": "published",
             "spec_key": spec_key,
             "output_url": output_url,
@@ -166,6 +173,8 @@ class Ledger:
             "frames": frames,
             "render_keys": render_keys,
         }
+        if frame_sha256 is not None:
+            record["frame_sha256"] = frame_sha256  # an image sequence: every frame's, by number
         self._write(f"the published output of {shot}", self.manifest.write_shot, shot, record)
 
     def shot_failed(self, shot: str, *, spec_key: ShotKey, error: str) -> None:

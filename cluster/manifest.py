@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from cluster.fingerprints import output_fingerprint
 from pipeline import storage
 from pipeline.errors import StorageError
 from pipeline.faces.types import Face, FaceTask
-from pipeline.probe import VideoInfo
 
 logger = logging.getLogger(__name__)
 
@@ -80,42 +80,6 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return repr(value)
-
-
-def stat_fingerprint(url: str) -> dict[str, Any]:
-    """Size plus modification time (local) or ETag/LastModified (object stores) of ``url``.
-
-    Cheap (one stat / HEAD); changes whenever the object is rewritten.
-    """
-    try:
-        fs, path = storage.filesystem(url)
-        info = fs.info(path)
-    except StorageError:
-        raise
-    except FileNotFoundError:
-        raise StorageError(url, "not found") from None
-    except PermissionError:
-        raise StorageError(url, "permission denied") from None
-    except Exception as exc:
-        raise StorageError(url, f"{type(exc).__name__}: {exc}") from exc
-    out: dict[str, Any] = {"size": int(info.get("size") or 0)}
-    for key in ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "updated"):
-        if info.get(key) is not None:
-            out[key.lower()] = str(info[key])
-    return out
-
-
-def input_fingerprint(url: str, info: VideoInfo) -> dict[str, Any]:
-    """What identifies a shot's source: URL, size, mtime/ETag, and a digest of every frame's timestamp."""
-    pts = np.asarray(info.pts, dtype=np.int64)
-    return {
-        "url": url,
-        **stat_fingerprint(url),
-        "frames": info.frame_count,
-        "pts_sha256": hashlib.sha256(pts.tobytes()).hexdigest(),
-        "codec": info.codec,
-        "size_px": [info.width, info.height],
-    }
 
 
 def tasks_digest(tasks_per_frame: Sequence[Sequence[FaceTask]]) -> str:
@@ -213,6 +177,18 @@ class RenderRecord:
     frames: int
     faces_swapped: int
     actor: str = ""
+    frame_files: tuple[tuple[int, str, int], ...] = ()
+    """Image sequences: (frame number, sha256, bytes) of every frame written (``segment_url`` is then
+    the output's frame pattern)."""
+
+    def files_intact(self) -> bool:
+        """The segment (or every frame written) is there with the size the actor wrote."""
+        if not self.frame_files:
+            return storage.size(self.segment_url) == self.bytes
+        from pipeline.plates.sequence import list_frames, parse_sequence_url
+
+        sizes = {f.number: f.size for f in list_frames(parse_sequence_url(self.segment_url))}
+        return all(sizes.get(number) == size for number, _, size in self.frame_files)
 
 
 class JobManifest:
@@ -330,12 +306,7 @@ class JobManifest:
         record = self._read_json(self._url(shot, self._chunk_name("render", index)))
         if record is None or record.get("key") != key:
             return None
-        try:
-            if storage.size(record["segment_url"]) != int(record["bytes"]):
-                return None
-        except StorageError:
-            return None  # segments are deleted once the shot is published
-        return RenderRecord(
+        found = RenderRecord(
             chunk=index,
             key=key,
             segment_url=record["segment_url"],
@@ -344,7 +315,14 @@ class JobManifest:
             frames=int(record["frames"]),
             faces_swapped=int(record.get("faces_swapped", 0)),
             actor=str(record.get("actor", "")),
+            frame_files=tuple((int(n), str(h), int(b)) for n, h, b in record.get("frame_files", ())),
         )
+        try:
+            if not found.files_intact():
+                return None
+        except StorageError:
+            return None  # segments are deleted once the shot is published
+        return found
 
     def write_render(self, shot: str, record: RenderRecord) -> None:
         self._write_json(
@@ -358,6 +336,7 @@ class JobManifest:
                 "frames": record.frames,
                 "faces_swapped": record.faces_swapped,
                 "actor": record.actor,
+                **({"frame_files": [list(f) for f in record.frame_files]} if record.frame_files else {}),
             },
         )
 
@@ -372,7 +351,7 @@ class JobManifest:
         ):
             return None
         try:
-            if stat_fingerprint(output_url) != record.get("output_fingerprint"):
+            if output_fingerprint(output_url) != record.get("output_fingerprint"):
                 return None
         except StorageError:
             return None

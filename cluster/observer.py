@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from actors.render import ChunkAnalysis, SegmentResult
+from actors.results import ChunkAnalysis, SegmentResult
 from cluster.checks import PreparedJob
 from cluster.dispatch import WorkItem
 from cluster.manifest import RenderRecord
@@ -39,6 +39,8 @@ class ShotSource:
     output_url: str
     info: VideoInfo
     boundary_frames: list[int]
+    offset: int = 0
+    """The output's frame ``f - offset`` is the source's frame ``f`` (a delivered frame range)."""
 
 
 class JobObserver:
@@ -220,7 +222,7 @@ class JobObserver:
 
             try:
                 self.thumbs[source.name] = thumbnails(
-                    source.url, source.output_url, source.info, source.boundary_frames
+                    source.url, source.output_url, source.info, source.boundary_frames, offset=source.offset
                 )
             except RecastError as exc:
                 self.summary.warnings.append(f"thumbnails of {source.name}: {exc}")

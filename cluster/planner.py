@@ -65,19 +65,24 @@ class ShotPlanner:
         from pipeline.faceplan import plan_shot
 
         spec = self.prepared.spec
+        shot = run.shot
         started = time.perf_counter()
+        first, end = shot.plan.first_frame, shot.plan.end_frame  # faces[0] is frame `first`
         face_plan = plan_shot(
             faces,
             track_ids,
-            spec.selection,
+            shot.settings.selection,
             self.embeddings,
             spec.tracking,
-            frame_times=run.shot.info.frame_times(),
+            frame_times=shot.info.frame_times()[first:end],
         )
         seconds = time.perf_counter() - started
+        frames_url = shot.ref.output_url if shot.is_sequence else None
         chunks = []
-        for chunk in run.shot.plan.chunks:
-            tasks = face_plan.for_range(chunk.start_frame, chunk.end_frame)
-            key = self.prepared.keys.render(run.shot.fingerprint, chunk, run.encoder, tasks)
+        for chunk in shot.renders:
+            tasks = face_plan.for_range(chunk.start_frame - first, chunk.end_frame - first)
+            key = self.prepared.keys.render(
+                shot.fingerprint, chunk, run.encoder, tasks, shot.settings, frames_url
+            )
             chunks.append(ChunkRender(chunk, tasks, key, self.ledger.segment(run.name, chunk.index, key)))
         return ShotRenders(tracks=len(face_plan.tracks), seconds=seconds, chunks=chunks)

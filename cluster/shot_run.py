@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.render import ChunkAnalysis, SegmentResult
+from actors.results import ChunkAnalysis, SegmentResult
 from cluster.checks import PlannedShot
 from cluster.keys import RenderKey
 from pipeline import storage
@@ -42,9 +42,19 @@ class ShotRun:
 
     @property
     def chunks(self) -> int:
+        """Chunks analysed."""
         return len(self.shot.plan.chunks)
 
+    @property
+    def renders(self) -> int:
+        """Chunks rendered (those holding delivered frames)."""
+        return len(self.shot.renders)
+
     def segment_url(self, work_url: str, index: int, key: str) -> str:
-        """Where chunk ``index``'s segment goes; the render key in the name keeps stale segments apart."""
+        """Where chunk ``index``'s segment goes; the render key in the name keeps stale segments apart.
+
+        An image sequence's frames go straight to the output's frame names (each written whole)."""
+        if self.shot.is_sequence:
+            return self.shot.ref.output_url
         name = f"{index:05d}-{key[:12]}.{self.encoder.container}"
         return storage.join(work_url, "segments", self.name, name)

@@ -4,11 +4,30 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 
+from pipeline.plates.sequence import is_sequence_url
+
+from cluster.shot_spec import ColourSpec, FrameRange, ShotSpec, overridden
 from cluster.spec import JobSpec
 from pipeline import storage
 from pipeline.errors import SpecError
+from pipeline.faces.config import FaceConfig, SelectionConfig
+
+
+@dataclass(frozen=True)
+class ShotSettings:
+    """What a shot renders with: the job's settings with the shot's own overrides applied."""
+
+    selection: SelectionConfig
+    faces: FaceConfig
+    colour: ColourSpec
+    frames: FrameRange | None = None
+    handles: int = 0
+    fps: Fraction | None = None
+    field: str = "shots"
+    """The spec field of the shot (``shots[2]``), for errors about its settings."""
 
 
 @dataclass(frozen=True)
@@ -18,39 +37,99 @@ class ShotRef:
     name: str
     url: str
     output_url: str
+    settings: ShotSettings | None = field(default=None, compare=False)
+    """None only for refs built by hand (tests): the job's settings apply."""
+
+    @property
+    def is_sequence(self) -> bool:
+        return is_sequence_url(self.url)
+
+
+def shot_settings(spec: JobSpec, index: int, shot: ShotSpec) -> ShotSettings:
+    """The settings of ``spec.shots[index]``: the job's, overridden by the shot's own keys."""
+    return ShotSettings(
+        selection=overridden(spec.selection, shot.selection),
+        faces=overridden(spec.faces, shot.faces),
+        colour=overridden(spec.colour, shot.colour),
+        frames=shot.frames,
+        handles=shot.handles,
+        fps=shot.frame_rate(),
+        field=f"shots[{index}]",
+    )
+
+
+def settings_of(spec: JobSpec, ref: ShotRef) -> ShotSettings:
+    """``ref``'s settings (the job's own for a ref without any)."""
+    if ref.settings is not None:
+        return ref.settings
+    return ShotSettings(selection=spec.selection, faces=spec.faces, colour=spec.colour)
 
 
 def _shot_name(url: str) -> str:
     base = url.rstrip("/").rsplit("/", 1)[-1]
+    if is_sequence_url(url):
+        # sc010_plate.####.exr -> sc010_plate
+        base = re.split(r"[#@]|%0?\d*d", base, maxsplit=1)[0].rstrip("._-") + ".seq"
     stem = base.rsplit(".", 1)[0] if "." in base else base
     return re.sub(r"[^A-Za-z0-9._-]", "_", stem) or "shot"
 
 
 def expand_shots(spec: JobSpec) -> list[ShotRef]:
     """Concrete shots of the job: patterns expanded (sorted), names unique, output URLs filled in."""
-    pairs: list[tuple[str, str, str | None]] = []
+    pairs: list[tuple[str, str, str | None, ShotSettings]] = []
     for i, shot in enumerate(spec.shots):
+        settings = shot_settings(spec, i, shot)
         if shot.url is not None:
-            pairs.append((shot.name or _shot_name(shot.url), shot.url, shot.output))
+            pairs.append((shot.name or _shot_name(shot.url), shot.url, shot.output, settings))
             continue
         assert shot.pattern is not None
         matches = _glob(shot.pattern, f"shots[{i}].pattern")
         if not matches:
             raise SpecError(f"shots[{i}].pattern", f"{shot.pattern} matches no files")
-        pairs.extend((_shot_name(url), url, None) for url in matches)
-    name_counts = Counter(name for name, _, _ in pairs)
+        pairs.extend((_shot_name(url), url, None, settings) for url in matches)
+    name_counts = Counter(p[0] for p in pairs)
     duplicates = sorted(n for n, count in name_counts.items() if count > 1)
     if duplicates:
         raise SpecError("shots", f"duplicate shot name(s) {duplicates}; give each shot a distinct 'name'")
     templated = [p for p in pairs if p[2] is None]
     if len(templated) > 1 and "{shot}" not in spec.output.url:
         raise SpecError("output.url", "needs a {shot} placeholder when the job has several shots")
-    refs = [ShotRef(name, url, output or output_url_for(spec, name)) for name, url, output in pairs]
+    refs = [
+        ShotRef(name, url, output or output_url_for(spec, name), settings)
+        for name, url, output, settings in pairs
+    ]
+    for ref in refs:
+        _same_kind(ref)
     output_counts = Counter(r.output_url for r in refs)
     clashes = sorted(o for o, count in output_counts.items() if count > 1)
     if clashes:
         raise SpecError("output.url", f"several shots would write {clashes[0]}")
     return refs
+
+
+def _same_kind(ref: ShotRef) -> None:
+    """An image sequence is delivered as a sequence of its own format; a video as a video."""
+    field = ref.settings.field if ref.settings is not None else "shots"
+    out_sequence = is_sequence_url(ref.output_url)
+    if ref.is_sequence != out_sequence:
+        kinds = ("an image sequence", "a video")
+        source, output = kinds[0 if ref.is_sequence else 1], kinds[0 if out_sequence else 1]
+        raise SpecError(
+            "output.url" if field == "shots" else f"{field}.output",
+            f"shot {ref.name}: {ref.url} is {source} but its output {ref.output_url} is {output}; "
+            "deliver sequences as sequences of the same format and videos as videos",
+        )
+    if out_sequence and _ext(ref.url) != _ext(ref.output_url):
+        raise SpecError(
+            "output.url",
+            f"shot {ref.name}: the output {ref.output_url} must have the source's format "
+            f"(.{_ext(ref.url)}): plates are delivered in the format they came in",
+        )
+
+
+def _ext(url: str) -> str:
+    ext = url.rsplit(".", 1)[-1].lower()
+    return "tif" if ext == "tiff" else ext
 
 
 def output_url_for(spec: JobSpec, shot_name: str) -> str:

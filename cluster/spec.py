@@ -8,14 +8,16 @@ whose field is the dotted path of the offending value (``shots[1].url``,
     shots:
       - {name: sc01, url: s3://plates/ep101/sc01.mov}
       - {pattern: "s3://plates/ep101/sc02_*.mov"}      # expanded with the store's glob
+      - {url: "s3://plates/ep101/sc03/sc03_plate.####.exr", frames: 1009-1092, handles: 8}
     identities:
       hero: {images: [s3://refs/hero_a.jpg, s3://refs/hero_b.jpg]}
     selection: {mode: all, source: hero}
     faces: {enhance: false}
     tracking: {max_gap_frames: 5}
     models: {pack: "builtin:default"}                    # or s3://packs/studio-v3/
+    colour: {config: "ocio://default", plate: ACEScg}  # image-sequence plates (per shot too)
     output:
-      url: "s3://deliveries/ep101/{shot}.mov"
+      url: "s3://deliveries/ep101/{shot}.mov"            # sequences: "{shot}/{shot}_recast.####.exr"
       codec: prores
       if_exists: fail                                   # fail | skip | overwrite
     chunking: {seconds: 20}
@@ -36,6 +38,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, check_media_url, overridden
 from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.encode import EncodeSettings
@@ -44,40 +47,6 @@ from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
 from pipeline.tracking import TrackingConfig
-
-VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-class ShotSpec(Frozen):
-    """One shot (``url``) or a glob ``pattern`` that expands to many shots.
-
-    ``output`` overrides ``output.url`` for a single shot (a full URL, no placeholders needed).
-    """
-
-    name: str | None = None
-    url: str | None = None
-    pattern: str | None = None
-    output: str | None = None
-
-    @field_validator("output")
-    @classmethod
-    def _output_container(cls, url: str | None) -> str | None:
-        if url is not None and not url.lower().endswith(VIDEO_EXTENSIONS):
-            raise ValueError(f"must end with one of {', '.join(VIDEO_EXTENSIONS)}, got {url!r}")
-        return url
-
-    @model_validator(mode="after")
-    def _one_source(self) -> ShotSpec:
-        if (self.url is None) == (self.pattern is None):
-            raise ValueError("give exactly one of 'url' or 'pattern'")
-        if self.pattern is not None and (self.name is not None or self.output is not None):
-            raise ValueError(
-                "'name' and 'output' apply to a single 'url'; pattern shots are named after their files"
-            )
-        if self.name is not None and not _NAME_RE.match(self.name):
-            raise ValueError(f"name {self.name!r} must be letters, digits, '.', '_' or '-'")
-        return self
 
 
 class ModelsSpec(Frozen):
@@ -103,12 +72,17 @@ class OutputSpec(Frozen):
     hardware: bool = True
     if_exists: Literal["fail", "skip", "overwrite"] = "fail"
     work_url: str | None = None
+    include_handles: bool = True
+    """Deliver the handles (rendered) too; false: video outputs hold only ``frames``, and image
+    sequences keep their handle frames as the source's."""
+    compression: str | None = None
+    """Image sequences: the EXR/TIFF compression of rendered frames (``piz``, ``zip``,
+    ``dwaa``...); None: each frame's own."""
 
     @field_validator("url")
     @classmethod
     def _container(cls, url: str) -> str:
-        if not url.lower().endswith(VIDEO_EXTENSIONS):
-            raise ValueError(f"must end with one of {', '.join(VIDEO_EXTENSIONS)}, got {url!r}")
+        check_media_url(url)
         unknown = set(re.findall(r"{([^}]*)}", url)) - {"shot", "job_id"}
         if unknown:
             raise ValueError(f"unknown placeholder(s) {sorted(unknown)}; use {{shot}} and {{job_id}}")
@@ -211,6 +185,8 @@ class JobSpec(Frozen):
     resources: ResourcesSpec = ResourcesSpec()
     provenance: ProvenanceSpec | None = None
     """None (no block): no policy, signing, watermark or audit."""
+    colour: ColourSpec = ColourSpec()
+    """Colour management of image-sequence plates (each shot may override it)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -234,24 +210,32 @@ class JobSpec(Frozen):
     @field_validator("job_id")
     @classmethod
     def _job_id(cls, value: str) -> str:
-        if not _NAME_RE.match(value):
+        if not NAME_RE.match(value):
             raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
         return value
 
     @model_validator(mode="after")
     def _selection_names_identities(self) -> JobSpec:
-        known = set(self.identities)
-        if self.selection.mode in ("all", "largest"):
-            if self.selection.source not in known:
-                raise _FieldError("selection.source", f"{self.selection.source!r} is not in identities")
-        else:
-            if not self.selection.references:
-                raise _FieldError("selection.references", "mode reference needs at least one mapping")
-            for ref, src in self.selection.references.items():
-                for name in (ref, src):
-                    if name not in known:
-                        raise _FieldError(f"selection.references.{ref}", f"{name!r} is not in identities")
+        _check_selection(self.selection, set(self.identities), "selection")
+        for i, shot in enumerate(self.shots):
+            if shot.selection is not None:
+                _check_selection(
+                    overridden(self.selection, shot.selection), set(self.identities), f"shots[{i}].selection"
+                )
         return self
+
+
+def _check_selection(selection: SelectionConfig, known: set[str], field: str) -> None:
+    if selection.mode in ("all", "largest"):
+        if selection.source not in known:
+            raise _FieldError(f"{field}.source", f"{selection.source!r} is not in identities")
+        return
+    if not selection.references:
+        raise _FieldError(f"{field}.references", "mode reference needs at least one mapping")
+    for ref, src in selection.references.items():
+        for name in (ref, src):
+            if name not in known:
+                raise _FieldError(f"{field}.references.{ref}", f"{name!r} is not in identities")
 
 
 class _FieldError(ValueError):

@@ -19,16 +19,29 @@ def _abs(value: Any, base_dir: str) -> Any:
     return os.path.normpath(os.path.join(base_dir, value)) if _is_relative_path(value) else value
 
 
+def _colour(colour: Any, base_dir: str) -> Any:
+    """A colour block with a relative OCIO config path made absolute (``ocio://`` names stay)."""
+    if isinstance(colour, dict) and "config" in colour:
+        return {**colour, "config": _abs(colour["config"], base_dir)}
+    return colour
+
+
 def resolve_paths(data: dict[str, Any], base_dir: str) -> dict[str, Any]:
     """Make relative local paths absolute, leaving anything malformed for validation to report."""
     shots = data.get("shots")
     if isinstance(shots, list):
         data["shots"] = [
-            {**s, **{k: _abs(s[k], base_dir) for k in ("url", "pattern") if k in s}}
+            {
+                **s,
+                **{k: _abs(s[k], base_dir) for k in ("url", "pattern") if k in s},
+                **({"colour": _colour(s["colour"], base_dir)} if "colour" in s else {}),
+            }
             if isinstance(s, dict)
             else s
             for s in shots
         ]
+    if "colour" in data:
+        data["colour"] = _colour(data["colour"], base_dir)
     identities = data.get("identities")
     if isinstance(identities, dict):
         resolved = {}

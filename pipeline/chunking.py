@@ -38,29 +38,40 @@ class Chunk:
 
 @dataclass(frozen=True)
 class ChunkPlan:
-    """All chunks of one source, in order, covering every frame exactly once."""
+    """All chunks of frames ``[first_frame, first_frame + frame_count)`` of one source, in order,
+    covering each of those frames exactly once (the whole source unless a frame range was asked)."""
 
     frame_count: int
     chunks: tuple[Chunk, ...]
+    first_frame: int = 0
+
+    @property
+    def end_frame(self) -> int:
+        return self.first_frame + self.frame_count
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "frame_count": self.frame_count,
             "chunks": [[c.index, c.start_frame, c.end_frame, c.start_pts, c.end_pts] for c in self.chunks],
         }
+        if self.first_frame:
+            out["first_frame"] = self.first_frame
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChunkPlan:
         chunks = tuple(Chunk(*map(int, row)) for row in data["chunks"])
-        plan = cls(frame_count=int(data["frame_count"]), chunks=chunks)
+        plan = cls(
+            frame_count=int(data["frame_count"]), chunks=chunks, first_frame=int(data.get("first_frame", 0))
+        )
         covered = [(c.start_frame, c.end_frame) for c in chunks]
-        expected_start = 0
+        expected_start = plan.first_frame
         for start, end in covered:
             if start != expected_start or end <= start:
                 raise SpecError("chunk_plan", f"chunks do not tile the frames at frame {start}")
             expected_start = end
-        if expected_start != plan.frame_count:
-            raise SpecError("chunk_plan", f"chunks end at {expected_start}, not {plan.frame_count}")
+        if expected_start != plan.end_frame:
+            raise SpecError("chunk_plan", f"chunks end at {expected_start}, not {plan.end_frame}")
         return plan
 
 
@@ -72,6 +83,8 @@ def plan_chunks(
     max_seconds: float = 30.0,
     snap_to_keyframes: bool = True,
     snap_window_seconds: float = 2.0,
+    start: int = 0,
+    end: int | None = None,
 ) -> ChunkPlan:
     """Plan chunks of about ``seconds`` each (validated to ``[min_seconds, max_seconds]``).
 
@@ -79,16 +92,20 @@ def plan_chunks(
     first frame at or after each span boundary.  With ``snap_to_keyframes`` a cut
     moves to the nearest keyframe within ``snap_window_seconds`` (decoding a chunk
     then starts without discarding frames).  A shot shorter than ``min_seconds``
-    is one chunk.
+    is one chunk.  ``start``/``end``: plan only frames ``[start, end)`` (a shot's frame
+    range with its handles); chunk frame numbers stay the source's.
     """
     if not (math.isfinite(seconds) and min_seconds <= seconds <= max_seconds):
         raise SpecError(
             "chunk_seconds", f"{seconds!r} is outside the allowed range {min_seconds}-{max_seconds} s"
         )
+    stop = info.frame_count if end is None else end
+    if not 0 <= start < stop <= info.frame_count:
+        raise SpecError("frames", f"frames [{start}, {stop}) outside the source's 0-{info.frame_count}")
     pts = info.pts
     tb = info.time_base
-    end_pts = info.end_pts()
-    total = float((end_pts - pts[0]) * tb)
+    end_pts = pts[stop] if stop < info.frame_count else info.end_pts()
+    total = float((end_pts - pts[start]) * tb)
     n = 1 if total < min_seconds else max(1, math.ceil(total / seconds - 1e-9))
     cuts: list[int] = []
     window = snap_window_seconds
@@ -101,7 +118,7 @@ def plan_chunks(
     )
     reach = math.ceil(window / float(tb)) + 1 if tb else 0
     for k in range(1, n):
-        target = pts[0] + (end_pts - pts[0]) * k / n
+        target = pts[start] + (end_pts - pts[start]) * k / n
         cut = bisect.bisect_left(pts, target)
         if snap_to_keyframes:
             if ordered:
@@ -110,12 +127,16 @@ def plan_chunks(
                 candidates: Sequence[int] = keyframes[lo:hi]
             else:
                 candidates = keyframes
-            near = [kf for kf in candidates if abs(float((pts[kf] - pts[cut]) * tb)) <= window and kf > 0]
+            near = [
+                kf
+                for kf in candidates
+                if abs(float((pts[kf] - pts[cut]) * tb)) <= window and start < kf < stop
+            ]
             if near:
                 cut = min(near, key=lambda kf: abs(pts[kf] - pts[cut]))
-        if 0 < cut < info.frame_count and (not cuts or cut > cuts[-1]):
+        if start < cut < stop and (not cuts or cut > cuts[-1]):
             cuts.append(cut)
-    bounds = [0, *cuts, info.frame_count]
+    bounds = [start, *cuts, stop]
     chunks = tuple(
         Chunk(
             index=i,
@@ -126,4 +147,4 @@ def plan_chunks(
         )
         for i, (a, b) in enumerate(itertools.pairwise(bounds))
     )
-    return ChunkPlan(frame_count=info.frame_count, chunks=chunks)
+    return ChunkPlan(frame_count=stop - start, chunks=chunks, first_frame=start)

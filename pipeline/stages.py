@@ -23,7 +23,9 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import cast
 
 logger = logging.getLogger(__name__)
 
@@ -202,3 +204,36 @@ def run_stages[T, U](
         items=items,
         batches=batches,
     )
+
+
+class OrderedPool[R]:
+    """Runs calls on ``threads`` threads, at most ``2 * threads`` queued, and gives the results in
+    submission order; the first error is raised by :meth:`submit` or :meth:`results`.
+
+    A sink for :func:`run_stages` whose work releases the GIL (image encoding and upload).
+    """
+
+    def __init__(self, threads: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="ordered")
+        self._bound = threading.BoundedSemaphore(2 * max(1, threads))
+        self._futures: list[Future[R]] = []
+
+    def submit[T](self, fn: Callable[[T], R], item: T) -> None:
+        for done in self._futures:
+            if done.done() and done.exception() is not None:
+                raise cast(BaseException, done.exception())
+        self._bound.acquire()
+        future = self._pool.submit(fn, item)
+        future.add_done_callback(lambda _: self._bound.release())
+        self._futures.append(future)
+
+    def results(self) -> list[R]:
+        return [f.result() for f in self._futures]
+
+    def __enter__(self) -> OrderedPool[R]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

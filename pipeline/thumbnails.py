@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from pipeline.chunking import ChunkPlan
+from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.decode import decode_range
 from pipeline.errors import MediaError
 from pipeline.probe import VideoInfo, probe
@@ -35,18 +35,20 @@ class Thumb:
     after_jpeg: bytes
 
 
-def boundary_frames(plan: ChunkPlan) -> list[int]:
-    """Frame 0 plus, for every boundary, the last frame of chunk k and the first of chunk k+1.
+def boundary_frames(plan: ChunkPlan | Sequence[Chunk]) -> list[int]:
+    """The first frame plus, for every boundary, the last frame of chunk k and the first of chunk k+1.
 
     Sorted, without duplicates (a one-frame chunk shares frames between boundaries).
     """
-    if plan.frame_count <= 0 or not plan.chunks:
+    chunks = plan.chunks if isinstance(plan, ChunkPlan) else tuple(plan)
+    if not chunks or chunks[-1].end_frame <= chunks[0].start_frame:
         return []
-    frames = {0}
-    for chunk in plan.chunks[1:]:
+    first, end = chunks[0].start_frame, chunks[-1].end_frame
+    frames = {first}
+    for chunk in chunks[1:]:
         frames.add(chunk.start_frame - 1)
         frames.add(chunk.start_frame)
-    return sorted(f for f in frames if 0 <= f < plan.frame_count)
+    return sorted(f for f in frames if first <= f < end)
 
 
 def thumbnails(
@@ -55,8 +57,12 @@ def thumbnails(
     info: VideoInfo,
     frames: Sequence[int],
     width: int = 320,
+    *,
+    offset: int = 0,
 ) -> list[Thumb]:
     """JPEG thumbnails ``width`` pixels wide of ``frames`` in the source and in the rendered output.
+
+    ``offset``: the output's frame ``f - offset`` is the source's frame ``f`` (a delivered range).
 
     ``info`` describes the source; the output is probed here.  16-bit frames are
     reduced to 8 bits; display rotation (metadata only in the files) is applied
@@ -68,14 +74,41 @@ def thumbnails(
     wanted = sorted({int(f) for f in frames})
     if not wanted:
         return []
+    if info.sequence is not None:
+        return _plate_thumbnails(info, output_url, wanted, width)
     out_info = probe(output_url)
-    for url, vinfo in ((source_url, info), (output_url, out_info)):
-        bad = [f for f in wanted if not 0 <= f < vinfo.frame_count]
+    for url, vinfo, shift in ((source_url, info, 0), (output_url, out_info, offset)):
+        bad = [f for f in wanted if not 0 <= f - shift < vinfo.frame_count]
         if bad:
-            raise MediaError(url, f"thumbnail frames {bad} outside 0-{vinfo.frame_count - 1}")
+            raise MediaError(url, f"thumbnail frames {bad} outside 0-{vinfo.frame_count - 1 + shift}")
     before = dict(_encoded(source_url, info, wanted, width))
-    after = dict(_encoded(output_url, out_info, wanted, width))
-    return [Thumb(frame=f, before_jpeg=before[f], after_jpeg=after[f]) for f in wanted]
+    after = dict(_encoded(output_url, out_info, [f - offset for f in wanted], width))
+    return [Thumb(frame=f, before_jpeg=before[f], after_jpeg=after[f - offset]) for f in wanted]
+
+
+def _plate_thumbnails(info: VideoInfo, output_url: str, wanted: list[int], width: int) -> list[Thumb]:
+    """Thumbnails of an image sequence and its output (same frame numbers), in the models' colour space."""
+    import dataclasses
+
+    from pipeline.plates.colour import PlateConverter
+    from pipeline.plates.frames import read_frame
+    from pipeline.plates.sequence import parse_sequence_url
+
+    assert info.sequence is not None
+    out_seq = dataclasses.replace(info.sequence, pattern=parse_sequence_url(output_url))
+    out_info = dataclasses.replace(info, url=output_url, sequence=out_seq)
+    converter = PlateConverter(info.sequence.colour, info.sequence)
+    bad = [f for f in wanted if not 0 <= f < info.frame_count]
+    if bad:
+        raise MediaError(info.url, f"thumbnail frames {bad} outside 0-{info.frame_count - 1}")
+    return [
+        Thumb(
+            frame=f,
+            before_jpeg=jpeg(read_frame(info, f, converter).rgb, width=width),
+            after_jpeg=jpeg(read_frame(out_info, f, converter).rgb, width=width),
+        )
+        for f in wanted
+    ]
 
 
 def _runs(frames: list[int]) -> Iterator[tuple[int, int]]:

@@ -95,7 +95,7 @@ def scale_spec(settings: ScaleSettings) -> Any:
 
 def prepare(settings: ScaleSettings, spec: Any, *, resumed: bool) -> Any:
     """The PreparedJob the checks would produce for these shots (probes stand in for files)."""
-    from cluster.checks import PlannedShot, PreparedJob, plan_shot_chunks
+    from cluster.checks import PreparedJob, planned_shot, probed_shot
     from cluster.keys import JobKeys
     from cluster.manifest import JobManifest
     from cluster.shots import expand_shots, work_url_for
@@ -106,21 +106,19 @@ def prepare(settings: ScaleSettings, spec: Any, *, resumed: bool) -> Any:
     planned = []
     for ref in refs:
         info = _video_info(ref.url, settings)
-        plan = plan_shot_chunks(spec, info)
         fingerprint = {"url": ref.url, "size": info.frame_count, "frames": info.frame_count}
-        analysis_keys = tuple(keys.analysis(fingerprint, c) for c in plan.chunks)
-        planned.append(
-            PlannedShot(ref, info, plan, fingerprint, keys.shot(ref, fingerprint, plan), analysis_keys)
-        )
+        planned.append(planned_shot(keys, probed_shot(spec, ref, info), fingerprint))
     return PreparedJob(
         spec=spec, work_url=work_url, manifest=JobManifest(work_url), planned=planned, skipped=[], reused=[],
         keys=keys, shot_keys={p.ref.name: p.spec_key for p in planned}, resumed=resumed, consent_refs={},
     )  # fmt: skip
 
 
-def simulated_merge(segment_urls: list[str], info: Any, output_url: str, audio_url: str, signing: Any) -> Any:
+def simulated_merge(
+    segment_urls: list[str], info: Any, output_url: str, audio_url: str, signing: Any, window: Any = None
+) -> Any:
     """Publishes a stand-in output atomically: what the driver does around a merge, without the merge."""
-    from cluster.manifest import stat_fingerprint
+    from cluster.fingerprints import stat_fingerprint
     from cluster.publish import Published
     from pipeline import storage
     from pipeline.merge import MergeStats

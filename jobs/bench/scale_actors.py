@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from actors.render import ChunkAnalysis, SegmentResult
+from actors.results import ChunkAnalysis, SegmentResult
 from pipeline import storage
 from pipeline.chunking import Chunk
 from pipeline.encode import EncoderChoice

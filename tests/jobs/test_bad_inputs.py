@@ -24,7 +24,7 @@ import pytest
 import ray
 import yaml
 
-from cluster.manifest import stat_fingerprint
+from cluster.fingerprints import stat_fingerprint
 from jobs.render import EXIT_BAD_INPUT, EXIT_RENDER_FAILED, main
 from tests.clips import write_audio
 from tests.cluster.faultjobs import job_spec, make_media, tmp_files

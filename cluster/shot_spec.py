@@ -1,0 +1,148 @@
+"""The per-shot part of a job spec: the source, its frames and handles, and the settings it overrides.
+
+A shot is a video file (``.mov``, ``.mp4``, ``.mkv``, ``.mxf``) or an image sequence
+named with frame padding (``sc010_plate.####.exr``, ``%04d``, ``@@@@``)::
+
+    shots:
+      - url: s3://plates/ep101/sc010/sc010_plate.####.exr
+        frames: 1009-1092        # render these; the others are copied (sequences)
+        handles: 8               # analysed for tracking on each side of frames
+        colour: {plate: ACEScg}  # overrides the job's colour block
+        selection: {mode: reference, references: {lead: hero}}
+        faces: {enhance: true}
+
+Job-level ``selection``, ``faces`` and ``colour`` are the defaults: a shot's block
+overrides only the keys it sets.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Any
+
+from pipeline.plates.sequence import is_sequence_url
+from pydantic import Field, field_validator, model_validator
+
+from pipeline.configbase import Frozen
+from pipeline.faces.config import FaceConfig, SelectionConfig
+
+VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".mxf")
+IMAGE_EXTENSIONS = (".exr", ".dpx", ".tif", ".tiff", ".png", ".cin")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_RANGE_RE = re.compile(r"^\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?$")
+
+
+def check_media_url(url: str) -> str:
+    """``url`` if it names a video file or an image sequence with frame padding, else ValueError."""
+    lower = url.lower()
+    if lower.endswith(VIDEO_EXTENSIONS):
+        return url
+    if lower.endswith(IMAGE_EXTENSIONS):
+        if not is_sequence_url(url):
+            raise ValueError(
+                f"{url!r} names a single image; an image sequence needs frame padding "
+                "such as name.####.exr, name.%04d.exr or name.@@@@.exr"
+            )
+        return url
+    raise ValueError(
+        f"must end with one of {', '.join(VIDEO_EXTENSIONS)} (video) or be an image sequence "
+        f"({', '.join(IMAGE_EXTENSIONS)} with frame padding), got {url!r}"
+    )
+
+
+class ColourSpec(Frozen):
+    """OpenColorIO colour management of image-sequence plates (video keeps its own tags).
+
+    ``config``: an OCIO config (``ocio://default``, the built-in ACES CG config, or
+    ``ocio://studio-config-latest``, or a studio config's path or URL).  ``plate``: the
+    plates' colour space when their headers do not name it (required then for EXR and
+    DPX).  ``model``: the space the face models see.
+    """
+
+    config: str = "ocio://default"
+    plate: str | None = None
+    model: str = "sRGB Encoded Rec.709 (sRGB)"
+
+
+class FrameRange(Frozen):
+    """Inclusive frame numbers ``first``-``last`` (a sequence's own numbers; a video's from 0)."""
+
+    first: int
+    last: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, data: Any) -> Any:
+        if isinstance(data, int) and not isinstance(data, bool):
+            return {"first": data, "last": data}
+        if isinstance(data, str):
+            match = _RANGE_RE.match(data)
+            if not match:
+                raise ValueError(f"{data!r} is not a frame range like 1009-1092")
+            first, last = match.group(1), match.group(2) or match.group(1)
+            return {"first": int(first), "last": int(last)}
+        if isinstance(data, list | tuple) and len(data) == 2:
+            return {"first": data[0], "last": data[1]}
+        return data
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FrameRange:
+        if self.last < self.first:
+            raise ValueError(f"last frame {self.last} is before first frame {self.first}")
+        return self
+
+    def __str__(self) -> str:
+        return f"{self.first}-{self.last}"
+
+
+class ShotSpec(Frozen):
+    """One shot (``url``) or a glob ``pattern`` that expands to many shots, with its own settings.
+
+    ``output`` overrides ``output.url`` for a single shot (a full URL, no placeholders
+    needed).  ``fps`` is the frame rate of an image sequence whose headers carry none.
+    """
+
+    name: str | None = None
+    url: str | None = None
+    pattern: str | None = None
+    output: str | None = None
+    frames: FrameRange | None = None
+    handles: int = Field(default=0, ge=0, le=10_000)
+    fps: float | None = Field(default=None, gt=0.0, le=1000.0)
+    colour: ColourSpec | None = None
+    selection: SelectionConfig | None = None
+    faces: FaceConfig | None = None
+
+    @field_validator("url", "output")
+    @classmethod
+    def _media(cls, url: str | None) -> str | None:
+        return None if url is None else check_media_url(url)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ShotSpec:
+        if (self.url is None) == (self.pattern is None):
+            raise ValueError("give exactly one of 'url' or 'pattern'")
+        if self.pattern is not None and (self.name is not None or self.output is not None):
+            raise ValueError(
+                "'name' and 'output' apply to a single 'url'; pattern shots are named after their files"
+            )
+        if self.name is not None and not NAME_RE.match(self.name):
+            raise ValueError(f"name {self.name!r} must be letters, digits, '.', '_' or '-'")
+        return self
+
+    def frame_rate(self) -> Fraction | None:
+        """``fps`` as an exact rate (23.976 -> 24000/1001)."""
+        if self.fps is None:
+            return None
+        for ntsc in (24, 30, 48, 60, 120):
+            if abs(self.fps - ntsc * 1000 / 1001) < 0.005:
+                return Fraction(ntsc * 1000, 1001)
+        return Fraction(self.fps).limit_denominator(1001)
+
+
+def overridden[M: Frozen](default: M, override: M | None) -> M:
+    """``default`` with the fields ``override`` sets explicitly (None: ``default`` as is)."""
+    if override is None:
+        return default
+    return default.model_copy(update={k: getattr(override, k) for k in override.model_fields_set})
