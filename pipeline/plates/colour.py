@@ -36,7 +36,7 @@ def load_config(config: str) -> ocio.Config:
             return ocio.Config.CreateFromFile(storage.local_path(config))
         with storage.fetched(config, suffix=".ocio") as path:
             return ocio.Config.CreateFromFile(path)
-    except ocio.Exception as exc:
+    except (ocio.Exception, ocio.ExceptionMissingFile) as exc:
         raise SpecError("colour.config", f"{config}: not a usable OCIO config ({exc})") from exc
     except storage.StorageError as exc:
         raise SpecError("colour.config", str(exc)) from exc

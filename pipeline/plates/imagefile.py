@@ -126,9 +126,9 @@ def _sparse_copy(fs: fsspec.AbstractFileSystem, path: str, size: int, dest: str)
         if size <= HEAD_BYTES + TAIL_BYTES:
             fh.write(fs.cat_file(path))
             return
-        fh.write(fs.cat_file(path, 0, HEAD_BYTES))
+        fh.write(fs.cat_file(path, start=0, end=HEAD_BYTES))
         fh.seek(size - TAIL_BYTES)
-        fh.write(fs.cat_file(path, size - TAIL_BYTES, size))
+        fh.write(fs.cat_file(path, start=size - TAIL_BYTES, end=size))
 
 
 def inspect_remote(
