@@ -23,6 +23,7 @@ import av.container
 from pipeline import storage
 from pipeline.colour import MATRICES, PRIMARIES, RANGES, TRANSFERS, name_of
 from pipeline.errors import MediaError, StorageError
+from pipeline.plates.types import SequenceInfo
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class VideoInfo:
     stream_index: int = 0
     container_format: str = ""
     declared_frames: int = 0
+    sequence: SequenceInfo | None = None
 
     def pts_seconds(self, index: int) -> float:
         """Presentation time of frame ``index`` in seconds."""

@@ -1,0 +1,191 @@
+"""Plate frames: read them with every channel and header, merge a render back, write them.
+
+A ``PlateFrame`` is a ``Frame`` (``rgb`` is what the models see: model-space RGB as
+uint16) that also keeps the file's own pixels, all channels in a dtype that holds
+them exactly, and the frame's own header.  ``merge_back`` writes a render into
+those pixels only where the render changed something, so untouched pixels (and
+alpha, depth, AOVs everywhere) stay bit for bit what the plate held.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import OpenImageIO as oiio
+
+from pipeline import storage
+from pipeline.decode import Frame
+from pipeline.errors import MediaError
+from pipeline.hashing import sha256_file
+from pipeline.plates.colour import PlateConverter
+from pipeline.plates.imagefile import header_of, open_image
+from pipeline.plates.sequence import parse_sequence_url
+from pipeline.plates.types import SequenceInfo
+from pipeline.probe import VideoInfo
+
+MODEL_SCALE = 65535.0
+"""``rgb`` is model-space RGB scaled by this to uint16."""
+
+_OIIO_TYPES = {"float16": oiio.HALF, "float32": oiio.FLOAT, "uint16": oiio.UINT16, "uint8": oiio.UINT8}
+
+
+@dataclass(frozen=True, eq=False)
+class PlateFrame(Frame):
+    """One plate frame: ``index`` in the sequence, ``pts`` its frame number.
+
+    ``rgb``: model-space RGB, uint16, ``clip(rint(model * 65535))``.
+    ``pixels``: H x W x C, every channel of the file, exactly as stored.
+    ``model``: float32 H x W x 3 model-space RGB, unclipped.
+    ``spec``: the frame's own ``oiio.ImageSpec`` (its timecode, metadata, compression).
+    """
+
+    pixels: np.ndarray
+    model: np.ndarray
+    spec: Any
+
+
+def _sequence(info: VideoInfo) -> SequenceInfo:
+    if info.sequence is None:
+        raise MediaError(info.url, "not an image sequence")
+    return info.sequence
+
+
+def _read_local(path: str, url: str, seq: SequenceInfo) -> tuple[np.ndarray, Any]:
+    with open_image(path, url) as inp:
+        header = header_of(inp)
+        if header.channels != seq.channels or header.channel_types != seq.channel_types:
+            raise MediaError(url, f"frame changed since the probe: now {header.layout()}")
+        pixels = inp.read_image(0, 0, 0, len(seq.channels), _OIIO_TYPES[seq.dtype.name])
+        if pixels is None:
+            raise MediaError(url, f"truncated or corrupt ({inp.geterror() or 'pixels do not read'})")
+    return np.ascontiguousarray(pixels.reshape(header.height, header.width, len(seq.channels))), header.spec
+
+
+def read_frame(info: VideoInfo, index: int, converter: PlateConverter) -> PlateFrame:
+    """Frame ``index`` (position in the sequence) of ``info``; MediaError names the frame's URL."""
+    seq = _sequence(info)
+    number = seq.numbers[index]
+    url = seq.pattern.frame_url(number)
+    with storage.fetched(url, suffix=f".{seq.pattern.ext}") as path:
+        pixels, spec = _read_local(path, url, seq)
+    if pixels.shape[:2] != (info.height, info.width):
+        raise MediaError(
+            url, f"frame is {pixels.shape[1]}x{pixels.shape[0]}, the shot {info.width}x{info.height}"
+        )
+    model = converter.to_model(pixels[..., list(seq.rgb)])
+    scaled = np.nan_to_num(model * MODEL_SCALE, nan=0.0, posinf=MODEL_SCALE, neginf=0.0)
+    rgb = np.clip(np.rint(scaled), 0, MODEL_SCALE).astype(np.uint16)
+    return PlateFrame(index=index, pts=number, rgb=rgb, pixels=pixels, model=model, spec=spec)
+
+
+def read_plates(
+    info: VideoInfo, start: int, end: int, converter: PlateConverter, *, threads: int = 4
+) -> Iterator[PlateFrame]:
+    """Frames ``[start, end)`` by position, read ``threads`` at a time, yielded in order.
+
+    At most ``2 * threads`` frames are in flight ahead of the consumer; remote frames
+    go through temporary local files that are removed once read.
+    """
+    if not (0 <= start < end <= info.frame_count):
+        raise MediaError(info.url, f"frame range [{start}, {end}) outside 0-{info.frame_count}")
+    ahead = 2 * max(1, threads)
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="plate-read") as pool:
+        pending: collections.deque[Future[PlateFrame]] = collections.deque()
+        following = iter(range(start, end))
+        try:
+            for index in following:
+                pending.append(pool.submit(read_frame, info, index, converter))
+                if len(pending) >= ahead:
+                    break
+            while pending:
+                frame = pending.popleft().result()
+                nxt = next(following, None)
+                if nxt is not None:
+                    pending.append(pool.submit(read_frame, info, nxt, converter))
+                yield frame
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def merge_back(frame: PlateFrame, rendered: np.ndarray, converter: PlateConverter) -> np.ndarray:
+    """The plate's pixels with the render's changes in them.
+
+    Where ``rendered`` equals ``frame.rgb`` the plate's pixels are kept bit for bit.
+    Elsewhere the change is applied as a difference in model space
+    (``model + (rendered - rgb) / 65535``, so a highlight above 1.0 the render only
+    nudged stays above 1.0), converted to the plate's space and written into its
+    R, G, B channels; other channels are never touched.
+    """
+    if rendered.shape != frame.rgb.shape:
+        raise ValueError(f"rendered shape {rendered.shape} != frame shape {frame.rgb.shape}")
+    out = frame.pixels.copy()
+    changed = np.any(rendered != frame.rgb, axis=-1)
+    if not changed.any():
+        return out
+    delta = (rendered[changed].astype(np.float32) - frame.rgb[changed].astype(np.float32)) / MODEL_SCALE
+    plate = converter.to_plate(frame.model[changed] + delta)
+    rows = out[changed]
+    rows[:, list(converter.rgb)] = converter.encode(plate)
+    out[changed] = rows
+    return out
+
+
+@dataclass(frozen=True)
+class SequenceOutput:
+    """Where rendered frames go: a pattern URL (``.../sc010_recast.####.exr``), filled in.
+
+    ``compression``: None keeps each source frame's own compression.
+    """
+
+    url: str
+    compression: str | None = None
+
+    def frame_url(self, number: int) -> str:
+        return parse_sequence_url(self.url).frame_url(number)
+
+
+def write_plate(
+    url: str, pixels: np.ndarray, spec: Any, *, compression: str | None = None
+) -> tuple[str, int]:
+    """Write one frame with its own header ``spec``; returns (sha256, bytes) of the file.
+
+    The frame is written and hashed in a local temporary file, then published
+    atomically (rename locally, one PUT on object stores): a killed process never
+    leaves a half frame at ``url``.
+    """
+    out_spec = oiio.ImageSpec(spec)
+    if compression:
+        out_spec.attribute("compression", compression)
+    expected = (out_spec.height, out_spec.width, out_spec.nchannels)
+    if pixels.shape != expected:
+        raise MediaError(url, f"pixels {pixels.shape} do not match the header's {expected}")
+    ext = url.rpartition("/")[2].rpartition(".")[2]
+    with tempfile.TemporaryDirectory(prefix="recast-plate-") as scratch:
+        local = os.path.join(scratch, f"frame.{ext}")
+        output = oiio.ImageOutput.create(local)
+        if output is None:
+            raise MediaError(url, f"cannot write .{ext} images ({oiio.geterror()})")
+        try:
+            if not output.open(local, out_spec) or not output.write_image(np.ascontiguousarray(pixels)):
+                raise MediaError(url, f"cannot write frame ({output.geterror()})")
+        finally:
+            output.close()
+        digest, size = sha256_file(local), os.path.getsize(local)
+        storage.publish_file(local, url)
+    return digest, size
+
+
+def copy_plate(src_url: str, dst_url: str) -> tuple[str, int]:
+    """Copy a frame byte for byte, atomically; returns (sha256, bytes)."""
+    with storage.fetched(src_url, suffix=os.path.splitext(src_url)[1]) as path:
+        digest, size = sha256_file(path), os.path.getsize(path)
+        storage.publish_file(path, dst_url)
+    return digest, size
