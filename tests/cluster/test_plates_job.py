@@ -90,7 +90,7 @@ def test_sequence_round_trip(ray_local, source, tmp_path, case: str) -> None:
     (shot,) = summary.shots
     assert shot.status == "published" and shot.frames == COUNT and shot.chunks == 2
     assert shot.faces_swapped >= COUNT // 2, shot.faces_swapped
-    names = sorted(os.listdir(tmp_path / "out"))
+    names = sorted(n for n in os.listdir(tmp_path / "out") if not n.startswith("."))
     assert names == [f"sc010_recast.{n:04d}.{ext}" for n in range(FIRST, FIRST + COUNT)], names
     changed_frames = 0
     for i, number in enumerate(range(FIRST, FIRST + COUNT)):
