@@ -278,7 +278,10 @@ class RenderWorker:
             if marking:
                 # After the faces are rendered, before encoding: the mark lives in the new faces.
                 outs = [self._mark(out, frame_tasks) for out, frame_tasks in zip(outs, tasks, strict=True)]
-            return [Frame(index=f.index, pts=f.pts, rgb=out) for f, out in zip(frames, outs, strict=True)]
+            return [
+                Frame(index=f.index, pts=f.pts, rgb=out, alpha=f.alpha)
+                for f, out in zip(frames, outs, strict=True)
+            ]
 
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
             local = os.path.join(tmp, f"segment.{encoder.container}")

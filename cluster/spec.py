@@ -45,7 +45,7 @@ from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
 from pipeline.tracking import TrackingConfig
 
-VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv")
+VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".mxf")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -97,7 +97,7 @@ class OutputSpec(Frozen):
     """
 
     url: str
-    codec: Literal["h264", "hevc", "prores"] = "h264"
+    codec: Literal["h264", "hevc", "prores", "prores_4444", "prores_4444xq", "dnxhr_hqx"] = "h264"
     quality: int | None = None
     preset: str | None = None
     hardware: bool = True
@@ -115,9 +115,14 @@ class OutputSpec(Frozen):
         return url
 
     @model_validator(mode="after")
-    def _prores_in_mov(self) -> OutputSpec:
-        if self.codec == "prores" and not self.url.lower().endswith(".mov"):
-            raise ValueError("codec prores needs a .mov output url")
+    def _codec_in_its_container(self) -> OutputSpec:
+        url = self.url.lower()
+        if self.codec.startswith("prores") and not url.endswith(".mov"):
+            raise ValueError(f"codec {self.codec} needs a .mov output url")
+        if self.codec == "dnxhr_hqx" and not url.endswith((".mov", ".mxf")):
+            raise ValueError("codec dnxhr_hqx needs a .mov or .mxf output url")
+        if url.endswith(".mxf") and self.codec != "dnxhr_hqx":
+            raise ValueError(f"codec {self.codec} cannot be written to .mxf; only dnxhr_hqx can")
         return self
 
     def encode_settings(self) -> EncodeSettings:
