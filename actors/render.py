@@ -257,7 +257,10 @@ class RenderWorker:
             outs = render_rgb(frames)
             if outs is None:
                 return frames
-            return [Frame(index=f.index, pts=f.pts, rgb=out) for f, out in zip(frames, outs, strict=True)]
+            return [
+                Frame(index=f.index, pts=f.pts, rgb=out, alpha=f.alpha)
+                for f, out in zip(frames, outs, strict=True)
+            ]
 
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
             local = os.path.join(tmp, f"segment.{encoder.container}")

@@ -100,6 +100,12 @@ def expand_shots(spec: JobSpec) -> list[ShotRef]:
     ]
     for ref in refs:
         _same_kind(ref)
+        problem = spec.output.container_problem(ref.output_url)
+        if problem:
+            field = ref.settings.field if ref.settings is not None else "shots"
+            raise SpecError(
+                "output.codec" if field == "shots" else f"{field}.output", f"{ref.output_url}: {problem}"
+            )
     output_counts = Counter(r.output_url for r in refs)
     clashes = sorted(o for o, count in output_counts.items() if count > 1)
     if clashes:

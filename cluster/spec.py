@@ -45,6 +45,7 @@ from pipeline.encode import EncodeSettings
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.models.runtime.settings import ExecutionConfig
+from pipeline.plates.sequence import is_sequence_url
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
 from pipeline.tracking import TrackingConfig
 
@@ -66,7 +67,7 @@ class OutputSpec(Frozen):
     """
 
     url: str
-    codec: Literal["h264", "hevc", "prores"] = "h264"
+    codec: Literal["h264", "hevc", "prores", "prores_4444", "prores_4444xq", "dnxhr_hqx"] = "h264"
     quality: int | None = None
     preset: str | None = None
     hardware: bool = True
@@ -89,10 +90,24 @@ class OutputSpec(Frozen):
         return url
 
     @model_validator(mode="after")
-    def _prores_in_mov(self) -> OutputSpec:
-        if self.codec == "prores" and not self.url.lower().endswith(".mov"):
-            raise ValueError("codec prores needs a .mov output url")
+    def _codec_in_its_container(self) -> OutputSpec:
+        problem = self.container_problem(self.url)
+        if problem:
+            raise ValueError(problem)
         return self
+
+    def container_problem(self, url: str) -> str | None:
+        """Why ``codec`` cannot be written to ``url``'s container (None: it can, or ``url`` is a sequence)."""
+        if is_sequence_url(url):
+            return None  # image sequences are written in their own format
+        url = url.lower()
+        if self.codec.startswith("prores") and not url.endswith(".mov"):
+            return f"codec {self.codec} needs a .mov output url"
+        if self.codec == "dnxhr_hqx" and not url.endswith((".mov", ".mxf")):
+            return "codec dnxhr_hqx needs a .mov or .mxf output url"
+        if url.endswith(".mxf") and self.codec != "dnxhr_hqx":
+            return f"codec {self.codec} cannot be written to .mxf; only dnxhr_hqx can"
+        return None
 
     def encode_settings(self) -> EncodeSettings:
         """The encoder settings for every segment of the job."""

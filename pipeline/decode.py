@@ -8,6 +8,9 @@ dropped), so we re-seek one keyframe earlier until the target is covered.
 Layout: ``Frame.rgb`` is ``H x W x 3`` RGB, ``uint8`` for 8-bit sources and
 ``uint16`` spanning the full 16-bit scale (``rgb48``) for deeper sources.  YUV is
 converted with the source's own matrix and range (``pipeline.colour``).
+Sources whose pixel format has an alpha component (ProRes 4444 ``yuva444p*``,
+``rgba``...) also fill ``Frame.alpha`` (``H x W``, same dtype and scale as
+``rgb``: 255 or 65535 is opaque); for every other source it stays None.
 """
 
 from __future__ import annotations
@@ -30,16 +33,26 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, eq=False)
 class Frame:
-    """One decoded source frame: its index in the source, its source pts, its pixels."""
+    """One decoded source frame: its index in the source, its source pts, its pixels.
+
+    ``alpha``: the source's alpha plane (``H x W``, dtype and scale of ``rgb``), or
+    None when the source has no alpha.
+    """
 
     index: int
     pts: int
     rgb: np.ndarray
+    alpha: np.ndarray | None = None
 
 
 def rgb_format(info: VideoInfo) -> str:
     """The RGB layout frames of this source decode to (``rgb24`` or ``rgb48le``)."""
     return "rgb24" if info.bit_depth <= 8 else "rgb48le"
+
+
+def has_alpha(pix_fmt: str) -> bool:
+    """Whether the pixel format ``pix_fmt`` carries an alpha component."""
+    return any(c.is_alpha for c in av.VideoFormat(pix_fmt).components)
 
 
 def decode_range(url: str, info: VideoInfo, start: int, end: int, *, threads: int = 0) -> Iterator[Frame]:
@@ -56,7 +69,10 @@ def decode_range(url: str, info: VideoInfo, start: int, end: int, *, threads: in
     stop_pts = info.pts[end] if end < info.frame_count else None
     matrix = sws_matrix(info.colorspace, info.height)
     colour_range = sws_range(info.color_range, info.pix_fmt)
+    alpha = has_alpha(info.pix_fmt)
     fmt = rgb_format(info)
+    if alpha:
+        fmt = "rgba" if fmt == "rgb24" else "rgba64le"
     reformatter = VideoReformatter()
     # Index into info.keyframes of the keyframe at or before `start`.
     k = bisect.bisect_right(info.keyframes, start) - 1
@@ -94,14 +110,22 @@ def decode_range(url: str, info: VideoInfo, start: int, end: int, *, threads: in
                 raise MediaError(
                     url, f"frame {start + produced}: decoded pts {frame.pts}, index says {expected}"
                 )
-            rgb = reformatter.reformat(
+            pixels = reformatter.reformat(
                 frame,
                 format=fmt,
                 src_colorspace=matrix,
                 src_color_range=colour_range,
                 dst_color_range="JPEG",
             ).to_ndarray()
-            yield Frame(index=start + produced, pts=frame.pts, rgb=rgb)
+            if alpha:
+                yield Frame(
+                    index=start + produced,
+                    pts=frame.pts,
+                    rgb=np.ascontiguousarray(pixels[..., :3]),
+                    alpha=np.ascontiguousarray(pixels[..., 3]),
+                )
+            else:
+                yield Frame(index=start + produced, pts=frame.pts, rgb=pixels)
             produced += 1
             if produced == len(want):
                 break

@@ -14,6 +14,14 @@ h264 of a 10-bit source uses libx264 High 10 (``yuv420p10le``); NVENC h264 has
 no 10-bit mode, so a 10-bit h264 job uses libx264.  ProRes is 422 HQ
 (``yuv422p10le``, profile 3), or 4444 (``yuv444p10le``) for 4:4:4 sources.
 
+Finishing codecs: ``prores_4444`` / ``prores_4444xq`` (prores_ks profiles 4444
+and 4444 XQ) are always 4:4:4 10-bit, ``yuva444p10le`` when the source has an
+alpha component (``Frame.alpha`` is then written; a frame without one is
+opaque), else ``yuv444p10le``.  ``dnxhr_hqx`` is FFmpeg's ``dnxhd`` encoder with
+profile ``dnxhr_hqx`` in ``yuv422p10le`` (DNxHR needs at least 256x120 and an
+even width).  All three take 8-bit sources too (stored at 10 bit), are
+intra-only and write MOV segments; alpha is dropped by every other codec.
+
 Colour: RGB frames are converted with the source's matrix and range and the
 encoder carries the source's colour tags (never swscale's silent BT.601).
 """
@@ -38,7 +46,7 @@ from pydantic import field_validator
 from pipeline.chunking import Chunk
 from pipeline.colour import MATRICES, PRIMARIES, RANGES, TRANSFERS, code_of, sws_matrix, sws_range
 from pipeline.configbase import Frozen
-from pipeline.decode import Frame, rgb_format
+from pipeline.decode import Frame, has_alpha, rgb_format
 from pipeline.errors import MediaError, SpecError
 from pipeline.probe import VideoInfo
 
@@ -54,15 +62,18 @@ _NVENC_PRESET = {
     "medium": "p4", "slow": "p5", "slower": "p6", "veryslow": "p7", "placebo": "p7",
 }
 # fmt: on
+# prores_ks profile names of the 4:4:4 ProRes codecs (``prores`` itself picks 422 HQ or 4444).
+_PRORES_444 = {"prores_4444": "4444", "prores_4444xq": "4444xq"}
+_DNXHR_MIN_SIZE = (256, 120)  # FFmpeg's dnxhd encoder refuses smaller DNxHR frames
 
 
 class EncodeSettings(Frozen):
     """How segments are encoded.  ``quality`` is CRF-like: lower is better (0-51).
 
-    For ProRes, ``quality`` and ``preset`` are ignored: HQ is a fixed-quality profile.
+    For ProRes and DNxHR, ``quality`` and ``preset`` are ignored: their profiles fix the quality.
     """
 
-    codec: Literal["h264", "hevc", "prores"] = "h264"
+    codec: Literal["h264", "hevc", "prores", "prores_4444", "prores_4444xq", "dnxhr_hqx"] = "h264"
     quality: int = 18
     preset: str = "medium"
     hardware: bool = True
@@ -104,6 +115,8 @@ def can_open(name: str, pix_fmt: str, width: int = 256, height: int = 256) -> bo
         ctx.framerate = Fraction(25)
         if name == "libx265":
             ctx.options = {"x265-params": "log-level=error"}  # x265 prints a banner on every open
+        elif name == "dnxhd":
+            ctx.options = {"profile": "dnxhr_hqx"}  # plain DNxHD opens only at its fixed sizes and rates
         ctx.open()
         return True
     except Exception as exc:  # noqa: BLE001 - any failure means "not available"
@@ -131,6 +144,10 @@ def _pick_pix_fmt(codec: str, info: VideoInfo, hardware_encoder: bool) -> str | 
     sub = _subsampling(info.pix_fmt) if info.pix_fmt.startswith(("yuv", "nv", "p0")) else "444"
     if codec == "prores":
         return "yuv444p10le" if sub == "444" else "yuv422p10le"
+    if codec in _PRORES_444:
+        return "yuva444p10le" if has_alpha(info.pix_fmt) else "yuv444p10le"
+    if codec == "dnxhr_hqx":
+        return "yuv422p10le"
     if hardware_encoder:
         if sub == "422":
             return None  # NVENC (before Blackwell) has no 4:2:2; the software encoder keeps it
@@ -156,8 +173,16 @@ def choose_encoder(settings: EncodeSettings, info: VideoInfo) -> EncoderChoice:
     fps = float(info.frame_rate) if info.frame_rate else 25.0
     gop = max(1, round(fps * 2))  # 2 s GOPs: seekable output; segment starts are forced IDR
     candidates: list[tuple[str, bool]]
-    if settings.codec == "prores":
+    if settings.codec == "prores" or settings.codec in _PRORES_444:
         candidates = [("prores_ks", False)]
+    elif settings.codec == "dnxhr_hqx":
+        candidates = [("dnxhd", False)]
+        if info.width < _DNXHR_MIN_SIZE[0] or info.height < _DNXHR_MIN_SIZE[1]:
+            raise MediaError(
+                info.url,
+                f"{info.width}x{info.height} is too small for dnxhr_hqx "
+                f"(DNxHR needs at least {_DNXHR_MIN_SIZE[0]}x{_DNXHR_MIN_SIZE[1]})",
+            )
     elif settings.codec == "hevc":
         candidates = [("hevc_nvenc", True), ("libx265", False)]
     else:
@@ -180,7 +205,11 @@ def choose_encoder(settings: EncodeSettings, info: VideoInfo) -> EncoderChoice:
         if not can_open(name, pix_fmt):
             continue
         if name == "prores_ks":
-            options = {"profile": "4" if pix_fmt == "yuv444p10le" else "3", "vendor": "apl0"}
+            profile = _PRORES_444.get(settings.codec) or ("4" if pix_fmt == "yuv444p10le" else "3")
+            options = {"profile": profile, "vendor": "apl0"}
+            container = "mov"
+        elif name == "dnxhd":
+            options = {"profile": "dnxhr_hqx"}
             container = "mov"
         elif hardware:
             options = {
@@ -228,6 +257,8 @@ class SegmentWriter:
         self._matrix = sws_matrix(info.colorspace, info.height)
         self._range = sws_range(info.color_range, info.pix_fmt)
         self._rgb_format = rgb_format(info)
+        self._alpha = has_alpha(choice.pix_fmt)
+        self._opaque: np.ndarray | None = None  # the alpha plane of frames that carry none
         self._reformatter = VideoReformatter()
         os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
         try:
@@ -279,7 +310,10 @@ class SegmentWriter:
             )
         # Wrap the array without copying (from_ndarray costs ~10 ms per 1080p frame, ~90 ms at 16 bit);
         # the reformat below produces a new YUV frame, so the wrapper never outlives this call.
-        src = av.VideoFrame.from_numpy_buffer(np.ascontiguousarray(rgb), format=self._rgb_format)
+        if self._alpha:
+            src = av.VideoFrame.from_numpy_buffer(self._with_alpha(frame), format=self._rgba_format())
+        else:
+            src = av.VideoFrame.from_numpy_buffer(np.ascontiguousarray(rgb), format=self._rgb_format)
         yuv = self._reformatter.reformat(
             src,
             format=self.choice.pix_fmt,
@@ -293,6 +327,25 @@ class SegmentWriter:
         self._mux(self._stream.encode(yuv))
         self._next_index += 1
         self.frames_written += 1
+
+    def _rgba_format(self) -> str:
+        return "rgba" if self._rgb_format == "rgb24" else "rgba64le"
+
+    def _with_alpha(self, frame: Frame) -> np.ndarray:
+        """``frame``'s RGB with its alpha (opaque when it has none) as one RGBA array."""
+        alpha = frame.alpha
+        if alpha is None:
+            if self._opaque is None:
+                top = np.iinfo(frame.rgb.dtype).max
+                self._opaque = np.full((self.info.height, self.info.width), top, dtype=frame.rgb.dtype)
+            alpha = self._opaque
+        if alpha.shape != frame.rgb.shape[:2] or alpha.dtype != frame.rgb.dtype:
+            raise MediaError(
+                self.path,
+                f"frame {frame.index}: alpha {alpha.shape} {alpha.dtype} does not match "
+                f"rgb {frame.rgb.shape[:2]} {frame.rgb.dtype}",
+            )
+        return np.dstack((frame.rgb, alpha))
 
     def _mux(self, packets: list[av.Packet]) -> None:
         try:

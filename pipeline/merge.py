@@ -6,6 +6,12 @@ every source audio stream is copied once, whole (AAC pieces cannot be joined by
 copy: each would start with its own priming).  The file is written locally (MP4
 and MOV need a seekable output) and then published atomically, so a failed
 merge leaves nothing at the destination.
+
+With a ``window`` (a shot's ``frames:`` / ``handles:`` range) the segments hold
+only source frames ``[a, b)`` and the output is that range alone, starting at
+0, with its own timecode and the audio of the same span (see
+:func:`merge_segments`).  MXF takes only PCM audio and a constant frame rate:
+an AAC or VFR source to MXF is refused (no audio is dropped silently).
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ import av
 from pipeline import storage
 from pipeline.errors import MediaError, SpecError
 from pipeline.probe import VideoInfo, open_container, video_stream
+from pipeline.timecode import add_frames
 
 log = logging.getLogger(__name__)
 
-CONTAINERS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
+CONTAINERS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska", ".mxf": "mxf"}
 
 
 @dataclass(frozen=True)
@@ -42,13 +49,60 @@ class MergeStats:
 
 
 def output_format(out_url: str) -> str:
-    """The muxer for ``out_url``'s extension (.mp4, .mov, .mkv)."""
+    """The muxer for ``out_url``'s extension (.mp4, .mov, .mkv, .mxf)."""
     ext = os.path.splitext(out_url.split("?", 1)[0])[1].lower()
     if ext not in CONTAINERS:
         raise SpecError(
-            "output", f"{out_url}: unsupported container {ext or '(none)'}; use .mp4, .mov or .mkv"
+            "output", f"{out_url}: unsupported container {ext or '(none)'}; use .mp4, .mov, .mkv or .mxf"
         )
     return CONTAINERS[ext]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a merge delivers for a window: source frames ``[first_frame, end_frame)``.
+
+    ``timecode`` is the output's (the source's plus ``first_frame`` frames; None
+    when the source has none); ``start_pts`` / ``end_pts`` bound the span in the
+    source's time base (``end_pts``: the end of the last delivered frame).
+    """
+
+    first_frame: int
+    end_frame: int
+    timecode: str | None
+    start_pts: int
+    end_pts: int
+    time_base: Fraction
+
+    @property
+    def frame_count(self) -> int:
+        return self.end_frame - self.first_frame
+
+    @property
+    def duration_seconds(self) -> float:
+        return float((self.end_pts - self.start_pts) * self.time_base)
+
+
+def delivery(info: VideoInfo, window: tuple[int, int] | None = None) -> Delivery:
+    """The frames, timecode and span that :func:`merge_segments` writes for ``window``.
+
+    ``window`` None is the whole source, at its own timestamps and timecode.
+    Raises SpecError for a window outside the source, or a source timecode that
+    cannot be advanced (not ``HH:MM:SS:FF``, drop-frame at a non-NTSC rate).
+    """
+    if window is None:
+        return Delivery(0, info.frame_count, info.timecode, info.pts[0], info.end_pts(), info.time_base)
+    a, b = window
+    if not 0 <= a < b <= info.frame_count:
+        raise SpecError("window", f"frames [{a}, {b}) outside the source's 0-{info.frame_count}")
+    timecode = None
+    if info.timecode:
+        try:
+            timecode = add_frames(info.timecode, a, info.frame_rate)
+        except ValueError as exc:
+            raise SpecError("window", f"{info.url}: cannot offset timecode: {exc}") from None
+    end_pts = info.pts[b] if b < info.frame_count else info.end_pts()
+    return Delivery(a, b, timecode, info.pts[a], end_pts, info.time_base)
 
 
 def _segment_pts(url: str, path: str) -> tuple[Fraction, list[int]]:
@@ -60,7 +114,12 @@ def _segment_pts(url: str, path: str) -> tuple[Fraction, list[int]]:
 
 
 def merge_segments(
-    segment_urls: Sequence[str], info: VideoInfo, out_url: str, *, audio_source_url: str | None
+    segment_urls: Sequence[str],
+    info: VideoInfo,
+    out_url: str,
+    *,
+    audio_source_url: str | None,
+    window: tuple[int, int] | None = None,
 ) -> MergeStats:
     """Stream-copy ``segment_urls`` (in chunk order) plus the source audio into ``out_url``.
 
@@ -68,11 +127,31 @@ def merge_segments(
     pts of frames ``[offset_i, offset_i + n_i)``.  Raises MediaError if the
     segments do not add up to the source's frames or their headers differ
     (they could not be played as one stream).
+
+    ``window=(a, b)``: the segments hold exactly source frames ``[a, b)`` (index
+    into ``info.pts``, ``b`` exclusive) and the output is that range: video
+    timestamps minus ``pts[a]`` (the first frame at 0, the source's spacing kept,
+    VFR too), timecode the source's plus ``a`` frames (:func:`delivery`), and each
+    audio stream cut by packet copy to the packets overlapping the span
+    ``[pts[a], end of frame b-1)``, shifted by the same ``pts[a]``.  The cut is
+    at audio-packet granularity (1024 samples, about 21 ms, for 48 kHz AAC): the
+    audio starts up to one packet before the first frame (at a negative time,
+    which MP4/MOV trim with an edit list) and ends up to one packet after the
+    last, and its first packet decodes without the preceding one (AAC's
+    overlap), so its first few ms are not exact.
     """
     started = time.perf_counter()
     fmt = output_format(out_url)
     if not segment_urls:
         raise MediaError(out_url, "no segments to merge")
+    span = delivery(info, window)
+    if fmt == "mxf" and audio_source_url and any(not a.codec.startswith("pcm_") for a in info.audio):
+        codecs = ", ".join(sorted({a.codec for a in info.audio}))
+        raise MediaError(out_url, f"MXF holds only PCM audio, the source's is {codecs}; use .mov")
+    if fmt == "mxf" and info.is_vfr:
+        raise MediaError(out_url, "MXF needs a constant frame rate and this source is VFR; use .mov")
+    # Without a window the source's own timestamps are kept (origin 0), byte for byte as before.
+    origin = span.start_pts if window is not None else 0
     with contextlib.ExitStack() as stack:
         paths = [stack.enter_context(storage.fetched(u, suffix=os.path.splitext(u)[1])) for u in segment_urls]
         tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="recast-merge-"))
@@ -80,27 +159,31 @@ def merge_segments(
 
         # First pass: each segment's timestamps, to rebase exactly onto the source's.
         shifts: list[Fraction] = []
-        offset = 0
+        offset = span.first_frame
+        held_by = f"the source's {info.frame_count}" if window is None else f"the window {window}"
         for url, path in zip(segment_urls, paths, strict=True):
             seg_tb, seg_pts = _segment_pts(url, path)
             n = len(seg_pts)
-            if not n or offset + n > info.frame_count:
-                raise MediaError(
-                    url, f"segment has {n} frames; frames {offset}+ exceed the source's {info.frame_count}"
-                )
-            shift = info.pts[offset] * info.time_base - seg_pts[0] * seg_tb
+            if not n or offset + n > span.end_frame:
+                raise MediaError(url, f"segment has {n} frames; frames {offset}+ exceed {held_by}")
+            shift = (info.pts[offset] - origin) * info.time_base - seg_pts[0] * seg_tb
             rebased = [p * seg_tb + shift for p in seg_pts]
-            if rebased != [p * info.time_base for p in info.pts[offset : offset + n]]:
+            if rebased != [(p - origin) * info.time_base for p in info.pts[offset : offset + n]]:
                 raise MediaError(
                     url, f"segment timestamps do not match source frames {offset}-{offset + n - 1}"
                 )
             shifts.append(shift)
             offset += n
-        if offset != info.frame_count:
-            raise MediaError(out_url, f"segments hold {offset} frames, the source has {info.frame_count}")
+        if offset != span.end_frame:
+            held = offset - span.first_frame
+            if window is None:
+                raise MediaError(out_url, f"segments hold {held} frames, the source has {info.frame_count}")
+            raise MediaError(
+                out_url, f"segments hold {held} frames, the window {window} has {span.frame_count}"
+            )
 
         try:
-            frames = _write(local_out, fmt, segment_urls, paths, shifts, info, audio_source_url)
+            frames = _write(local_out, fmt, segment_urls, paths, shifts, info, audio_source_url, span, window)
         except (av.error.FFmpegError, OSError) as exc:
             raise MediaError(out_url, f"merge failed: {exc}") from exc
         size = os.path.getsize(local_out)
@@ -120,6 +203,8 @@ def _write(
     shifts: Sequence[Fraction],
     info: VideoInfo,
     audio_source_url: str | None,
+    span: Delivery,
+    window: tuple[int, int] | None,
 ) -> int:
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(av.open(local_out, mode="w", format=fmt))
@@ -128,11 +213,14 @@ def _write(
         extradata = template.codec_context.extradata
         out_video = out.add_stream_from_template(template)
         out_video.time_base = info.time_base
+        if template.codec_context.name == "prores":
+            # The fourcc is ProRes's profile (apch HQ, ap4h 4444, ap4x XQ); untold, MOV writes apch.
+            out_video.codec_context.codec_tag = template.codec_context.codec_tag
         # The muxer derives the tmcd track's rate from the stream rate; a template has none.
         if info.frame_rate:
             out_video.codec_context.framerate = info.frame_rate
-        if info.timecode:
-            out_video.metadata["timecode"] = info.timecode
+        if span.timecode:
+            out_video.metadata["timecode"] = span.timecode
         audio_in: list[tuple[av.container.InputContainer, av.stream.Stream, av.stream.Stream]] = []
         if audio_source_url and info.audio:
             src = stack.enter_context(open_container(audio_source_url))
@@ -167,9 +255,19 @@ def _write(
         def audio_packets(
             container: av.container.InputContainer, stream: av.stream.Stream, out_stream: av.stream.Stream
         ) -> Iterator[av.Packet]:
+            a_tb = cast(Fraction, stream.time_base)
+            start, end = span.start_pts * info.time_base, span.end_pts * info.time_base
+            shift = round(start / a_tb)
             for packet in container.demux(stream):
                 if packet.size == 0 or packet.dts is None:
                     continue
+                if window is not None:
+                    begins = (packet.pts if packet.pts is not None else packet.dts) * a_tb
+                    ends = begins + (packet.duration or 0) * a_tb
+                    if begins >= end or (ends <= start and begins < start):
+                        continue  # wholly outside the window's span
+                    packet.pts = packet.pts - shift if packet.pts is not None else None
+                    packet.dts -= shift
                 packet.stream = out_stream
                 yield packet
 

@@ -68,7 +68,7 @@ class ClipSpec:
 
 
 Content = Callable[[int], np.ndarray]
-"""The RGB picture of frame ``i`` (uint8, or uint16 for a 10-bit ``pix_fmt``)."""
+"""The RGB (or RGBA, for a ``yuva*`` ``pix_fmt``) picture of frame ``i`` (uint8, or uint16 for 10 bit)."""
 
 
 def frame_rgb(index: int, width: int, height: int, depth: int = 8) -> np.ndarray:
@@ -215,7 +215,12 @@ def _encoder_options(spec: ClipSpec) -> dict[str, str]:
 
 
 def _video_frame(rgb: np.ndarray, spec: ClipSpec) -> av.VideoFrame:
-    frame = av.VideoFrame.from_ndarray(rgb, format="rgb48le" if rgb.dtype == np.uint16 else "rgb24")
+    # A picture with a fourth channel is RGBA: its alpha goes to an alpha-carrying pix_fmt.
+    if rgb.shape[2] == 4:
+        fmt = "rgba64le" if rgb.dtype == np.uint16 else "rgba"
+    else:
+        fmt = "rgb48le" if rgb.dtype == np.uint16 else "rgb24"
+    frame = av.VideoFrame.from_ndarray(rgb, format=fmt)
     if not spec.tag_colour:
         return frame
     matrix = _matrix(spec.colorspace)
