@@ -17,12 +17,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipeline.plates.sequence import frame_runs
-
 from cluster.fingerprints import output_fingerprint
 from pipeline import storage
 from pipeline.errors import RecastError
 from pipeline.hashing import sha256_file
+from pipeline.plates.sequence import frame_runs
 from pipeline.probe import VideoInfo
 
 if TYPE_CHECKING:
@@ -102,10 +101,9 @@ def complete_sequence(info: VideoInfo, output_url: str, written: dict[int, tuple
     the output is that of its frame list (``<number> <sha256>`` lines), recorded in the manifest
     with every frame's own.
     """
+    from pipeline.merge import MergeStats
     from pipeline.plates.frames import copy_plate
     from pipeline.plates.sequence import list_frames, parse_sequence_url
-
-    from pipeline.merge import MergeStats
 
     started = time.perf_counter()
     assert info.sequence is not None

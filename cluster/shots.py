@@ -7,13 +7,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from pipeline.plates.sequence import is_sequence_url
-
 from cluster.shot_spec import ColourSpec, FrameRange, ShotSpec, overridden
 from cluster.spec import JobSpec
 from pipeline import storage
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig, SelectionConfig
+from pipeline.plates.sequence import is_sequence_url
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ MODEL_SCALE = 65535.0
 _OIIO_TYPES = {"float16": oiio.HALF, "float32": oiio.FLOAT, "uint16": oiio.UINT16, "uint8": oiio.UINT8}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class PlateFrame(Frame):
     """One plate frame: ``index`` in the sequence, ``pts`` its frame number.
 
