@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -14,10 +15,17 @@ from pipeline.plates.types import ColourRequest
 from tests.plates import write_frame, write_sequence
 
 FORMATS = {
-    "exr-half-piz": dict(fmt="exr", pixel="half", compression="piz"),
-    "exr-float-dwaa": dict(fmt="exr", pixel="float", compression="dwaa"),
-    "dpx-10": dict(fmt="dpx", pixel="uint10", compression=None, colour_space=None),
-    "tiff-16": dict(fmt="tiff", pixel="uint16", compression="zip", colour_space=None, fps=None, timecode=None),
+    "exr-half-piz": {"fmt": "exr", "pixel": "half", "compression": "piz"},
+    "exr-float-dwaa": {"fmt": "exr", "pixel": "float", "compression": "dwaa"},
+    "dpx-10": {"fmt": "dpx", "pixel": "uint10", "compression": None, "colour_space": None},
+    "tiff-16": {
+        "fmt": "tiff",
+        "pixel": "uint16",
+        "compression": "zip",
+        "colour_space": None,
+        "fps": None,
+        "timecode": None,
+    },
 }
 
 
@@ -97,8 +105,8 @@ def test_no_frames(tmp_path):
 
 
 def _truncate(path, keep):
-    data = open(path, "rb").read()
-    open(path, "wb").write(data[: keep if keep > 0 else len(data) + keep])
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(data[: keep if keep > 0 else len(data) + keep])
 
 
 def test_every_problem_is_named_with_its_frames(tmp_path):
@@ -106,9 +114,9 @@ def test_every_problem_is_named_with_its_frames(tmp_path):
     frame = str(tmp_path / "s.{:04d}.exr").format
     for n in (1003, 1004, 1005, 1009):
         os.remove(frame(n))
-    open(frame(1006), "wb").close()
+    Path(frame(1006)).write_bytes(b"")
     _truncate(frame(1007), -1)
-    open(frame(1008), "wb").write(b"not an image at all" * 10)
+    Path(frame(1008)).write_bytes(b"not an image at all" * 10)
     write_frame(frame(1010), size=(32, 18))
     write_frame(frame(1011), size=(32, 18))
     write_frame(frame(1012), size=(64, 36), extra_channels=("A",))

@@ -14,7 +14,13 @@ from pipeline.plates.sequence import frames_are, is_sequence_url, list_frames, p
 @pytest.mark.parametrize(
     ("url", "directory", "head", "tail", "padding"),
     [
-        ("s3://plates/ep101/sc010/sc010_plate.####.exr", "s3://plates/ep101/sc010", "sc010_plate.", ".exr", 4),
+        (
+            "s3://plates/ep101/sc010/sc010_plate.####.exr",
+            "s3://plates/ep101/sc010",
+            "sc010_plate.",
+            ".exr",
+            4,
+        ),
         ("/p/sc010.%04d.dpx", "/p", "sc010.", ".dpx", 4),
         ("/p/x.@@@@.tif", "/p", "x.", ".tif", 4),
         ("/p/x.#.exr", "/p", "x.", ".exr", 4),  # a lone # is 4 digits (fileseq's default)
@@ -26,7 +32,12 @@ from pipeline.plates.sequence import frames_are, is_sequence_url, list_frames, p
 def test_parse_every_padding_style(url, directory, head, tail, padding):
     assert is_sequence_url(url)
     pattern = parse_sequence_url(url)
-    assert (pattern.directory, pattern.head, pattern.tail, pattern.padding) == (directory, head, tail, padding)
+    assert (pattern.directory, pattern.head, pattern.tail, pattern.padding) == (
+        directory,
+        head,
+        tail,
+        padding,
+    )
     assert pattern.ext == tail.rpartition(".")[2]
     assert pattern.frame_url(7) == f"{directory}/{head}{7:0{padding}d}{tail}"
 
@@ -56,7 +67,15 @@ def _touch(folder, names):
 def test_local_listing_matches_exact_names_and_wide_numbers(tmp_path):
     _touch(
         tmp_path,
-        ["sh.0999.exr", "sh.1000.exr", "sh.10000.exr", "sh.01001.exr", "sh.1001.exr.tmp", "shx.1002.exr", "sh.-001.exr"],
+        [
+            "sh.0999.exr",
+            "sh.1000.exr",
+            "sh.10000.exr",
+            "sh.01001.exr",
+            "sh.1001.exr.tmp",
+            "shx.1002.exr",
+            "sh.-001.exr",
+        ],
     )
     (tmp_path / "sh.1003.exr").mkdir()
     frames = list_frames(parse_sequence_url(f"{tmp_path}/sh.####.exr"))
