@@ -81,7 +81,7 @@ class PlateFrames:
         stage times, the frames written)."""
         import time
 
-        from pipeline.plates.frames import PlateFrame, merge_back, write_plate
+        from pipeline.plates.frames import PlateFrame, frame_compression, merge_back, write_plate
         from pipeline.plates.sequence import parse_sequence_url
 
         converter = self.converter(info)
@@ -95,7 +95,8 @@ class PlateFrames:
         def write(item: tuple[PlateFrame, np.ndarray | None]) -> FrameFile:
             frame, out = item
             pixels = frame.pixels if out is None or out is frame.rgb else merge_back(frame, out, converter)
-            sha, size = write_plate(output.frame_url(frame.pts), pixels, frame.spec, compression=compression)
+            own = frame_compression(frame.spec.getattribute("compression"), compression)
+            sha, size = write_plate(output.frame_url(frame.pts), pixels, frame.spec, compression=own)
             return frame.pts, sha, size
 
         with OrderedPool[FrameFile](self.threads) as writer:

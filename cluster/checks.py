@@ -17,8 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
-
 from cluster.fingerprints import input_fingerprint, output_exists
 from cluster.keys import AnalysisKey, Fingerprint, JobKeys, ShotKey, identities_digest
 from cluster.manifest import JobManifest
@@ -29,6 +27,7 @@ from cluster.windows import ShotWindow, render_chunks, shot_window
 from pipeline import storage
 from pipeline.chunking import Chunk, ChunkPlan, plan_chunks
 from pipeline.errors import SpecError
+from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
 from pipeline.probe import VideoInfo, probe
 
 logger = logging.getLogger(__name__)
@@ -265,6 +264,22 @@ def verify_identity_adapters(spec: JobSpec) -> None:
         raise SpecError(first, f"model pack {spec.models.pack} has no LoRA slots (swapper contract.lora)")
     for adapter in wanted.values():
         verify_adapter(adapter.url, adapter.sha256, slots)  # ModelPackError naming the adapter URL
+
+
+def plate_warnings(prepared: PreparedJob) -> list[str]:
+    """What a supervisor should know about the plates before reading the output."""
+    from pipeline.plates.frames import LOSSLESS_DEFAULT, is_lossy
+
+    out = []
+    for p in prepared.planned:
+        seq = p.info.sequence
+        if seq is not None and is_lossy(seq.compression) and not prepared.spec.output.compression:
+            out.append(
+                f"{p.ref.name}: the plates are {seq.compression} (lossy); rendered frames are written "
+                f"{LOSSLESS_DEFAULT} so pixels outside the faces stay bit-exact (set output.compression "
+                f"to keep {seq.compression}); frames not rendered are the source's files"
+            )
+    return out
 
 
 def remove_interrupted_publish(output_url: str) -> None:

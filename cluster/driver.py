@@ -33,7 +33,7 @@ import ray
 
 from actors.render import RenderActor
 from cluster.actor_config import render_config
-from cluster.checks import PlannedShot, PreparedJob, prepare_job
+from cluster.checks import PlannedShot, PreparedJob, plate_warnings, prepare_job
 from cluster.job_loop import JobLoop
 from cluster.ledger import Ledger
 from cluster.metrics import JobMetrics
@@ -120,7 +120,7 @@ class JobRunner:
             prepared,
             started=self.started,
             progress=Progress(
-                {p.ref.name: p.info.frame_count for p in prepared.planned},
+                {p.ref.name: p.window.delivered_count for p in prepared.planned},
                 stream=self.parts.progress_stream or sys.stderr,
                 job=spec.job_id,
             ),
@@ -137,6 +137,7 @@ class JobRunner:
             provenance.write_audit(observer.summary, shot_urls)
             return observer.finish(finished=True)
         observer.warn(shared_storage_warnings(prepared.work_url, [p.ref.url for p in prepared.planned]))
+        observer.warn(plate_warnings(prepared))
         res = spec.resources
         plan = plan_pool(
             ray.cluster_resources(),

@@ -42,12 +42,10 @@ class PlateFrame(Frame):
 
     ``rgb``: model-space RGB, uint16, ``clip(rint(model * 65535))``.
     ``pixels``: H x W x C, every channel of the file, exactly as stored.
-    ``model``: float32 H x W x 3 model-space RGB, unclipped.
     ``spec``: the frame's own ``oiio.ImageSpec`` (its timecode, metadata, compression).
     """
 
     pixels: np.ndarray
-    model: np.ndarray
     spec: Any
 
 
@@ -82,7 +80,7 @@ def read_frame(info: VideoInfo, index: int, converter: PlateConverter) -> PlateF
     model = converter.to_model(pixels[..., list(seq.rgb)])
     scaled = np.nan_to_num(model * MODEL_SCALE, nan=0.0, posinf=MODEL_SCALE, neginf=0.0)
     rgb = np.clip(np.rint(scaled), 0, MODEL_SCALE).astype(np.uint16)
-    return PlateFrame(index=index, pts=number, rgb=rgb, pixels=pixels, model=model, spec=spec)
+    return PlateFrame(index=index, pts=number, rgb=rgb, pixels=pixels, spec=spec)
 
 
 def read_plates(
@@ -131,7 +129,10 @@ def merge_back(frame: PlateFrame, rendered: np.ndarray, converter: PlateConverte
     if not changed.any():
         return out
     delta = (rendered[changed].astype(np.float32) - frame.rgb[changed].astype(np.float32)) / MODEL_SCALE
-    plate = converter.to_plate(frame.model[changed] + delta)
+    # The model-space values of the changed pixels only (the conversion is per pixel): frames
+    # in flight keep no float copy of the whole picture.
+    model = converter.to_model(frame.pixels[changed][:, list(converter.rgb)])
+    plate = converter.to_plate(model + delta)
     rows = out[changed]
     rows[:, list(converter.rgb)] = converter.encode(plate)
     out[changed] = rows
@@ -150,6 +151,25 @@ class SequenceOutput:
 
     def frame_url(self, number: int) -> str:
         return parse_sequence_url(self.url).frame_url(number)
+
+
+LOSSY_COMPRESSIONS = frozenset({"dwaa", "dwab", "b44", "b44a", "pxr24", "jpeg"})
+"""Compressions that do not give back the pixels they were given (pxr24 is lossy on float)."""
+LOSSLESS_DEFAULT = "zip"
+
+
+def is_lossy(compression: str | None) -> bool:
+    """Whether ``compression`` (as OIIO names it, e.g. ``dwaa:45``) loses pixels."""
+    return bool(compression) and str(compression).split(":", 1)[0].lower() in LOSSY_COMPRESSIONS
+
+
+def frame_compression(source: str | None, requested: str | None) -> str | None:
+    """The compression of a rendered frame: ``requested`` if given; else the source frame's own
+    (None), unless that one is lossy: re-encoding DWAA/B44 would change every untouched pixel,
+    so those frames are written ZIP (lossless) and stay bit-exact outside the faces."""
+    if requested:
+        return requested
+    return LOSSLESS_DEFAULT if is_lossy(source) else None
 
 
 def write_plate(
