@@ -93,18 +93,15 @@ def expand_shots(spec: JobSpec) -> list[ShotRef]:
     templated = [p for p in pairs if p[2] is None]
     if len(templated) > 1 and "{shot}" not in spec.output.url:
         raise SpecError("output.url", "needs a {shot} placeholder when the job has several shots")
-    refs = [
-        ShotRef(name, url, output or output_url_for(spec, name), settings)
-        for name, url, output, settings in pairs
-    ]
-    for ref in refs:
-        _same_kind(ref)
+    refs = []
+    for name, url, output, settings in pairs:
+        ref = ShotRef(name, url, output or output_url_for(spec, name), settings)
+        field = f"{settings.field}.output" if output else "output.url"
+        _same_kind(ref, field)
         problem = spec.output.container_problem(ref.output_url)
         if problem:
-            field = ref.settings.field if ref.settings is not None else "shots"
-            raise SpecError(
-                "output.codec" if field == "shots" else f"{field}.output", f"{ref.output_url}: {problem}"
-            )
+            raise SpecError(field, f"{ref.output_url}: {problem}")
+        refs.append(ref)
     output_counts = Counter(r.output_url for r in refs)
     clashes = sorted(o for o, count in output_counts.items() if count > 1)
     if clashes:
@@ -112,21 +109,20 @@ def expand_shots(spec: JobSpec) -> list[ShotRef]:
     return refs
 
 
-def _same_kind(ref: ShotRef) -> None:
+def _same_kind(ref: ShotRef, field: str) -> None:
     """An image sequence is delivered as a sequence of its own format; a video as a video."""
-    field = ref.settings.field if ref.settings is not None else "shots"
     out_sequence = is_sequence_url(ref.output_url)
     if ref.is_sequence != out_sequence:
         kinds = ("an image sequence", "a video")
         source, output = kinds[0 if ref.is_sequence else 1], kinds[0 if out_sequence else 1]
         raise SpecError(
-            "output.url" if field == "shots" else f"{field}.output",
+            field,
             f"shot {ref.name}: {ref.url} is {source} but its output {ref.output_url} is {output}; "
             "deliver sequences as sequences of the same format and videos as videos",
         )
     if out_sequence and _ext(ref.url) != _ext(ref.output_url):
         raise SpecError(
-            "output.url",
+            field,
             f"shot {ref.name}: the output {ref.output_url} must have the source's format "
             f"(.{_ext(ref.url)}): plates are delivered in the format they came in",
         )

@@ -36,7 +36,7 @@ def test_minimal_spec_defaults() -> None:
     ("mutate", "field", "words"),
     [
         (lambda d: d["shots"][1].update(url=None, pattern=None), "shots[1]", "exactly one"),
-        (lambda d: d["shots"][1].update(colour="red"), "shots[1].colour", "unknown key"),
+        (lambda d: d["shots"][1].update(tint="red"), "shots[1].tint", "unknown key"),
         (lambda d: d.update(shotz=[]), "shotz", "unknown key"),
         (lambda d: d["output"].update(codec="av1"), "output.codec", "h264"),
         (lambda d: d["output"].update(url="/out/{shot}.avi"), "output.url", ".mp4"),
