@@ -20,6 +20,7 @@ import numpy as np
 from ray.exceptions import RayActorError
 
 from actors.results import ChunkAnalysis, SegmentResult
+from cluster.calls import analyze_call, render_call, reused_segment
 from cluster.checks import PreparedJob
 from cluster.dispatch import Dispatcher, Elasticity, Outcome, WorkItem
 from cluster.ledger import Ledger
@@ -32,7 +33,6 @@ from cluster.publish import Published, Publisher
 from cluster.shot_run import ShotRun
 from pipeline import storage
 from pipeline.chunking import Chunk
-from pipeline.encode import EncoderChoice
 from pipeline.faces.types import FaceTask
 from pipeline.thumbnails import boundary_frames
 from pipeline.tracking import track_chunk
@@ -106,7 +106,7 @@ class JobLoop:
                             kind="analyze",
                             shot=run.name,
                             chunk=chunk.index,
-                            call=_analyze_call(run, chunk),
+                            call=analyze_call(run, chunk),
                         )
                     )
             self._track_ready(run)
@@ -267,7 +267,7 @@ class JobLoop:
             chunk, key = render.chunk, render.key
             run.render_keys[chunk.index] = key
             if render.committed is not None:
-                run.segments[chunk.index] = _reused_segment(render.committed, run.encoder)
+                run.segments[chunk.index] = reused_segment(render.committed, run.encoder)
                 self.observer.segment_reused(run.name, render.committed, chunk.frame_count)
                 continue
             self.dispatcher.submit(
@@ -277,7 +277,7 @@ class JobLoop:
                     kind="render",
                     shot=run.name,
                     chunk=chunk.index,
-                    call=_render_call(
+                    call=render_call(
                         run,
                         chunk,
                         render.tasks,
@@ -376,38 +376,3 @@ class JobLoop:
         idents = self.spec.identities
         names = {task.identity for frame in tasks for task in frame}
         return tuple(sorted(n for n in names if n in idents and idents[n].adapter is not None))
-
-
-def _reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResult:
-    """A segment committed by an earlier run, as if just rendered."""
-    extra = {"frame_files": list(record.frame_files)} if record.frame_files else {}
-    return SegmentResult(
-        chunk_index=record.chunk,
-        url=record.segment_url,
-        sha256=record.sha256,
-        bytes=record.bytes,
-        frames=record.frames,
-        faces_swapped=record.faces_swapped,
-        stage_seconds={},
-        providers={},
-        encoder=encoder.name,
-        actor=record.actor or "manifest",
-        wall_seconds=0.0,
-        extra=extra,
-    )
-
-
-def _analyze_call(run: ShotRun, chunk: Chunk) -> Any:
-    url, info = run.shot.ref.url, run.info_ref
-    return lambda actor: actor.analyze_chunk.remote(url, info, chunk)
-
-
-def _render_call(
-    run: ShotRun, chunk: Chunk, tasks: list[list[FaceTask]], segment_url: str, compression: str | None
-) -> Any:
-    url, info, encoder, faces = run.shot.ref.url, run.info_ref, run.encoder, run.shot.settings.faces
-    if run.shot.is_sequence:
-        return lambda actor: actor.render_frames.remote(
-            url, info, chunk, tasks, segment_url, faces, compression
-        )
-    return lambda actor: actor.render_chunk.remote(url, info, chunk, tasks, encoder, segment_url, faces)

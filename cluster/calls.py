@@ -1,0 +1,47 @@
+"""The calls the driver makes on render actors, and results an earlier run left, as values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.results import SegmentResult
+from cluster.manifest import RenderRecord
+from cluster.shot_run import ShotRun
+from pipeline.chunking import Chunk
+from pipeline.encode import EncoderChoice
+from pipeline.faces.types import FaceTask
+
+
+def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResult:
+    """A segment committed by an earlier run, as if just rendered."""
+    extra = {"frame_files": list(record.frame_files)} if record.frame_files else {}
+    return SegmentResult(
+        chunk_index=record.chunk,
+        url=record.segment_url,
+        sha256=record.sha256,
+        bytes=record.bytes,
+        frames=record.frames,
+        faces_swapped=record.faces_swapped,
+        stage_seconds={},
+        providers={},
+        encoder=encoder.name,
+        actor=record.actor or "manifest",
+        wall_seconds=0.0,
+        extra=extra,
+    )
+
+
+def analyze_call(run: ShotRun, chunk: Chunk) -> Any:
+    url, info = run.shot.ref.url, run.info_ref
+    return lambda actor: actor.analyze_chunk.remote(url, info, chunk)
+
+
+def render_call(
+    run: ShotRun, chunk: Chunk, tasks: list[list[FaceTask]], segment_url: str, compression: str | None
+) -> Any:
+    url, info, encoder, faces = run.shot.ref.url, run.info_ref, run.encoder, run.shot.settings.faces
+    if run.shot.is_sequence:
+        return lambda actor: actor.render_frames.remote(
+            url, info, chunk, tasks, segment_url, faces, compression
+        )
+    return lambda actor: actor.render_chunk.remote(url, info, chunk, tasks, encoder, segment_url, faces)
