@@ -132,6 +132,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
     planned: list[PlannedShot] = []
     reused: list[ReusedShot] = []
     shot_keys: dict[str, ShotKey] = {}
+    earlier_keys = (manifest.read_job() or {}).get("shots", {}) if resumed else {}
     for probed in probe_shots(spec, candidates):
         shot, info, plan = probed.ref, probed.info, probed.plan
         fingerprint = input_fingerprint(shot.url, info)
@@ -143,7 +144,9 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
             if record is not None:
                 reused.append(ReusedShot(shot, info, plan, record))
                 continue
-            if spec.output.if_exists == "fail":
+            # An image sequence an earlier run of this very job was writing (same key): resumed in place.
+            ours = planned_one.is_sequence and earlier_keys.get(shot.name) == spec_key
+            if spec.output.if_exists == "fail" and not ours:
                 raise SpecError(
                     "output.if_exists",
                     f"{shot.output_url} already exists (set if_exists: skip or overwrite)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from pathlib import Path
 
 import numpy as np
 import OpenImageIO as oiio
@@ -155,3 +156,29 @@ def test_dpx_log_frames_and_handles(ray_local, source, tmp_path) -> None:
         diff = np.any(np.rint(a * 1023) != np.rint(b * 1023), axis=-1)
         changed += bool(diff.sum() > 500)
     assert changed >= len(rendered) * 3 // 4, f"the face changed in only {changed}/{len(rendered)} frames"
+
+
+def test_resume_rewrites_only_unrecorded_frames(ray_local, source, tmp_path) -> None:
+    """A run that died with chunk 1 half written: the resubmission keeps chunk 0's recorded frames."""
+    plate = write_sequence(tmp_path / "plates", "sc040_plate", first=FIRST, count=COUNT, size=SIZE)
+    out_dir = tmp_path / "out"
+    out = str(out_dir / "sc040.####.exr")
+    first = run_job(parse_spec(job(source, plate, out)))
+    assert first.ok, first.table()
+    frames = {n: sha256(out.replace("####", f"{n:04d}")) for n in range(FIRST, FIRST + COUNT)}
+    # What a killed run leaves: chunk 1 not recorded, one of its frames missing, no published shot.
+    manifest = out_dir / ".recast-work" / "plates" / "manifest" / "sc010"
+    (manifest / "shot.json").unlink()
+    (manifest / "render-00001.json").unlink()
+    os.remove(out.replace("####", f"{FIRST + COUNT - 1:04d}"))
+    again = run_job(parse_spec(job(source, plate, out)))
+    assert again.ok, again.table()
+    (shot,) = again.shots
+    assert shot.chunks_reused == 1 and shot.chunks_rendered == 1 and shot.analyses_run == 0
+    assert {n: sha256(out.replace("####", f"{n:04d}")) for n in frames} == frames
+    # A recorded frame that changed since is not trusted: its chunk is rendered again.
+    (manifest / "shot.json").unlink()
+    Path(out.replace("####", f"{FIRST:04d}")).write_bytes(b"not a frame")
+    third = run_job(parse_spec(job(source, plate, out)))
+    assert third.ok and third.shots[0].chunks_rendered == 1 and third.shots[0].chunks_reused == 1
+    assert {n: sha256(out.replace("####", f"{n:04d}")) for n in frames} == frames
