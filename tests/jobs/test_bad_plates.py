@@ -111,10 +111,10 @@ def test_plate_settings_are_checked(tmp_path, dest, capsys, edit, words, no_ray)
     assert_untouched(dest, before)
 
 
-def _spec(tmp_path: Path, pattern: str, dest: Path) -> dict:
+def _spec(tmp_path: Path, pattern: str, folder: Path) -> dict:
     return {
         "job_id": "bad-plates",
         "shots": [{"url": pattern}],
         "identities": {"hero": {"images": [write_source_image(str(tmp_path / "source.jpg"))]}},
-        "output": {"url": str(dest / "{shot}_recast.####.exr")},
+        "output": {"url": str(folder / "{shot}_recast.####.exr")},
     }
