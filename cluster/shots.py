@@ -95,7 +95,7 @@ def expand_shots(spec: JobSpec) -> list[ShotRef]:
         raise SpecError("output.url", "needs a {shot} placeholder when the job has several shots")
     refs = []
     for name, url, output, settings in pairs:
-        ref = ShotRef(name, url, output or output_url_for(spec, name), settings)
+        ref = ShotRef(name, url, output or output_url_for(spec, name, url), settings)
         field = f"{settings.field}.output" if output else "output.url"
         _same_kind(ref, field)
         problem = spec.output.container_problem(ref.output_url)
@@ -133,8 +133,10 @@ def _ext(url: str) -> str:
     return "tif" if ext == "tiff" else ext
 
 
-def output_url_for(spec: JobSpec, shot_name: str) -> str:
-    return spec.output.url.replace("{shot}", shot_name).replace("{job_id}", spec.job_id)
+def output_url_for(spec: JobSpec, shot_name: str, source_url: str = "") -> str:
+    """``output.url`` filled in for one shot (``{ext}``: the source's own extension)."""
+    url = spec.output.url.replace("{shot}", shot_name).replace("{job_id}", spec.job_id)
+    return url.replace("{ext}", source_url.rsplit(".", 1)[-1]) if "{ext}" in url else url
 
 
 def output_prefix_for(spec: JobSpec) -> str:

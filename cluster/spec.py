@@ -83,10 +83,13 @@ class OutputSpec(Frozen):
     @field_validator("url")
     @classmethod
     def _container(cls, url: str) -> str:
-        check_media_url(url)
-        unknown = set(re.findall(r"{([^}]*)}", url)) - {"shot", "job_id"}
+        # {ext}: the source's own extension, so one template delivers .exr and .dpx plates alike.
+        check_media_url(url.replace(".{ext}", ".exr") if url.endswith(".{ext}") else url)
+        unknown = set(re.findall(r"{([^}]*)}", url)) - {"shot", "job_id", "ext"}
         if unknown:
-            raise ValueError(f"unknown placeholder(s) {sorted(unknown)}; use {{shot}} and {{job_id}}")
+            raise ValueError(
+                f"unknown placeholder(s) {sorted(unknown)}; use {{shot}}, {{job_id}} and {{ext}}"
+            )
         return url
 
     @model_validator(mode="after")
@@ -98,8 +101,8 @@ class OutputSpec(Frozen):
 
     def container_problem(self, url: str) -> str | None:
         """Why ``codec`` cannot be written to ``url``'s container (None: it can, or ``url`` is a sequence)."""
-        if is_sequence_url(url):
-            return None  # image sequences are written in their own format
+        if is_sequence_url(url) or "{ext}" in url:
+            return None  # image sequences are written in their own format; {ext} is checked per shot
         url = url.lower()
         if self.codec.startswith("prores") and not url.endswith(".mov"):
             return f"codec {self.codec} needs a .mov output url"

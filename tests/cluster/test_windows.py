@@ -97,6 +97,26 @@ def test_sequence_urls_and_kinds(tmp_path) -> None:
     a, b = expand_shots(job)
     assert a.name == "sc010_plate" and a.is_sequence and b.name == "sc020"
     assert b.output_url == "/o/sc020/sc020_recast.@@@@.dpx"
+    mixed_formats = parse_spec(
+        spec(
+            tmp_path,
+            [{"url": "/p/sc010.####.exr"}, {"url": "/p/sc020.####.dpx"}, {"url": "/p/sc030.mov"}],
+            output={"url": "/o/{shot}/{shot}_recast.####.{ext}"},
+        )
+    )
+    with pytest.raises(SpecError, match="sc030.mov is a video but its output"):
+        expand_shots(mixed_formats)
+    plates_only = parse_spec(
+        spec(
+            tmp_path,
+            [{"url": "/p/sc010.####.exr"}, {"url": "/p/sc020.####.dpx"}],
+            output={"url": "/o/{shot}/{shot}_recast.####.{ext}"},
+        )
+    )
+    assert [r.output_url for r in expand_shots(plates_only)] == [
+        "/o/sc010/sc010_recast.####.exr",
+        "/o/sc020/sc020_recast.####.dpx",
+    ]
     with pytest.raises(SpecError, match="single image") as err:
         parse_spec(spec(tmp_path, [{"url": "/p/still.exr"}]))
     assert err.value.field == "shots[0].url"
