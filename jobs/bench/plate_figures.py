@@ -90,6 +90,8 @@ def loopback_s3() -> Iterator[str]:
     import s3fs
     from moto.server import ThreadedMotoServer
 
+    # werkzeug logs every request at INFO: noise in the benchmark's log, and work in this process.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
