@@ -12,6 +12,10 @@ default 300 shots x 30 chunks on 256 actors, ``--scale-time-scale 0.5`` halves i
 
     .venv/bin/python -m jobs.benchmark --scale --no-compare
 
+Film plates alone (EXR/DPX I/O, colour, a 4K job against ProRes 4444; a few minutes)::
+
+    .venv/bin/python -m jobs.benchmark --plates --no-compare --out out/plates-bench
+
 The device render path on a GPU machine (no Ray needed; see ``jobs/bench/gpu_cli.py``)::
 
     python -m jobs.benchmark --gpu --out out/gpu-bench
@@ -43,8 +47,13 @@ What runs, in one process tree and one run (the parts live in ``jobs/bench/``):
 * the 4-chunk scaling figure (``scenarios.py``): a 4-chunk shot (both model sets) on
   1 actor and on one actor per core, every actor reserving 1 CPU (``--no-scaling``
   skips it);
-* optional: ``--memory`` (peak actor memory for a 60 s and a 5-minute shot) and
-  ``--demo`` (the demo job's fps with 1 and N actors, time to first chunk).
+* optional: ``--memory`` (peak actor memory for a 60 s and a 5-minute shot),
+  ``--demo`` (the demo job's fps with 1 and N actors, time to first chunk),
+  ``--scale`` (the driver at feature-film scale) and ``--plates`` (film plates, see
+  ``plate_figures.py``: EXR half PIZ / DWAA and DPX 10-bit read and write fps per
+  actor at 2K and 4K from local disk and loopback S3, the colour round trip's cost
+  per frame, and a whole job on a 4K EXR sequence against the same plate as ProRes
+  4444; also written as ``plates.json`` / ``plates.md``).
 
 Writes ``bench.json`` and ``bench.txt`` (the table, ``report.py``) into ``--out``.
 The production set costs about 1.5 CPU-s per face for the swapper alone (0.7 with
@@ -103,6 +112,17 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
     scenarios.add_argument(
         "--scale-time-scale", type=float, default=1.0, help="modelled chunk times x this (default 1)"
     )
+    scenarios.add_argument(
+        "--plates",
+        action="store_true",
+        help="also film plates: EXR/DPX I/O per actor (local and S3), colour cost, job vs ProRes 4444",
+    )
+    scenarios.add_argument(
+        "--plates-frames", type=int, default=None, help="frames per plates I/O case (16 at 2K, 8 at 4K)"
+    )
+    scenarios.add_argument(
+        "--plates-job-frames", type=int, default=None, help="frames of the plates whole-job runs (24)"
+    )
     args = parser.parse_args(argv)
     if args.report:
         return None, args.report
@@ -118,6 +138,7 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
         "scale_chunks_per_shot": args.scale_chunks_per_shot,
         "scale_actors": args.scale_actors,
         "scale_time_scale": args.scale_time_scale,
+        "plates": args.plates,
     }
     if args.quick:
         fields.update(QUICK)
@@ -131,6 +152,10 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
         fields["production_chunk_seconds"] = max(1.0, min(30.0, args.production_seconds / 2))
     if args.sizes:
         fields["sizes"] = tuple(s.strip() for s in args.sizes.split(",") if s.strip())
+    if args.plates_frames is not None:
+        fields["plates_frames"] = args.plates_frames
+    if args.plates_job_frames is not None:
+        fields["plates_job_frames"] = args.plates_job_frames
     if args.no_enhance:
         fields["enhance_row"] = False
     if args.no_compare:

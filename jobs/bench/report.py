@@ -305,11 +305,22 @@ def _scale_section(results: dict, cores: int) -> list[str]:
     return ["", scale_table(scale)]
 
 
+def _plates_section(results: dict, cores: int) -> list[str]:
+    """Film plates: I/O rates, colour costs, the job against ProRes 4444."""
+    plates = results.get("plates")
+    if not plates or "error" in plates:
+        return []
+    from jobs.bench.plate_table import plates_table
+
+    return ["", plates_table(plates)]
+
+
 SCENARIO_SECTIONS: tuple[Callable[[dict, int], list[str]], ...] = (
     _scaling_section,
     _memory_section,
     _demo_section,
     _scale_section,
+    _plates_section,
 )
 """The optional scenarios' table sections, in order."""
 

@@ -1,4 +1,4 @@
-"""The benchmark's scenarios beside the comparisons: 4-chunk scaling, memory flatness, the demo job.
+"""The benchmark's scenarios beside the comparisons: 4-chunk scaling, memory, the demo job, scale, plates.
 
 Each scenario is a function of a :class:`Context` that returns the record stored
 under its key in ``bench.json``; :data:`SCENARIOS` lists them in the order they
@@ -186,10 +186,30 @@ def scale_scenario(ctx: Context) -> dict:
         ray.shutdown()
 
 
+def plates_scenario(ctx: Context) -> dict:
+    """Film plates: frame I/O per actor, the colour round trip, a job beside ProRes 4444 (its own Ray;
+    see ``jobs.bench.plate_figures``)."""
+    from jobs.bench.plate_figures import PlateSettings, run_plates
+
+    settings = ctx.settings
+    plates = PlateSettings(
+        out=ctx.out,
+        cores=settings.cores,
+        sizes=settings.plates_sizes,
+        frames=settings.plates_frames,
+        job_frames=settings.plates_job_frames,
+        job_size=settings.plates_job_size,
+        repeats=1 if settings.tiny else 3,
+        local_ray=ctx.local_ray,
+    )
+    return run_plates(plates, source=ctx.source, cache_dir=ctx.cache_dir)
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("scaling", lambda s: s.scaling and s.cores > 1, scaling_scenario),
     Scenario("memory", lambda s: s.memory, memory_scenario),
     Scenario("demo", lambda s: s.demo, demo_scenario),
     Scenario("scale", lambda s: s.scale, scale_scenario, in_ray=False),
+    Scenario("plates", lambda s: s.plates, plates_scenario, in_ray=False),
 )
 """The optional scenarios, in the order they run (after the comparisons)."""

@@ -47,6 +47,13 @@ class Settings:
     scale_actors: int = 256
     scale_time_scale: float = 1.0
     """Modelled chunk times are multiplied by this (below 1: completions arrive faster)."""
+    plates: bool = False
+    """Film plates: frame I/O per actor, the colour round trip, a job beside ProRes (``jobs.bench.plate_figures``)."""
+    plates_sizes: tuple[str, ...] = ("2K", "4K")
+    plates_frames: int | None = None
+    """Frames per I/O case; None: 16 at 2K, 8 at 4K."""
+    plates_job_frames: int = 24
+    plates_job_size: str = "4K"
     tiny: bool = False
     """Test scale: small frames, tiny stand-ins for the production set (figures meaningless)."""
 
@@ -82,6 +89,10 @@ TINY = MappingProxyType(
         "enhance_row": False,
         "ceiling_frames": 1,
         "scaling_chunk_seconds": 1.0,
+        "plates_sizes": ("320x180",),
+        "plates_frames": 2,
+        "plates_job_frames": 4,
+        "plates_job_size": "320x180",
         "tiny": True,
     }
 )

@@ -29,17 +29,26 @@ def test_flags_become_settings(no_ray: None) -> None:
     settings, _ = parse_settings(["--no-compare"])
     assert settings is not None and not settings.compare and not settings.scaling
     assert parse_settings(["--report", "bench.json"]) == (None, "bench.json")
+    # the plates scenario and its knobs; --tiny shrinks it, explicit knobs win
+    settings, _ = parse_settings(["--plates", "--plates-frames", "3", "--plates-job-frames", "12"])
+    assert settings is not None and settings.plates
+    assert (settings.plates_frames, settings.plates_job_frames) == (3, 12)
+    assert settings.plates_sizes == ("2K", "4K") and settings.plates_job_size == "4K"
+    settings, _ = parse_settings(["--tiny", "--plates", "--plates-frames", "5"])
+    assert settings is not None and settings.plates_sizes == ("320x180",) and settings.plates_frames == 5
 
 
 def test_every_scenario_has_its_switch_in_the_settings() -> None:
     names = {f.name for f in fields(Settings)}
-    assert [s.key for s in SCENARIOS] == ["scaling", "memory", "demo", "scale"]
+    assert [s.key for s in SCENARIOS] == ["scaling", "memory", "demo", "scale", "plates"]
     assert {s.key for s in SCENARIOS} <= names
     off = Settings(out="x", scaling=False)
     assert not any(s.enabled(off) for s in SCENARIOS)
 
 
-@pytest.mark.parametrize("module", ["jobs.benchmark", "jobs.bench.suite", "jobs.bench.standins"])
+@pytest.mark.parametrize(
+    "module", ["jobs.benchmark", "jobs.bench.suite", "jobs.bench.standins", "jobs.bench.plate_figures"]
+)
 def test_the_benchmark_imports_nothing_from_tests(module: str, no_ray: None) -> None:
     """The cluster image ships ``jobs/`` without ``tests/``."""
     code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'tests'))"
