@@ -24,7 +24,8 @@ def test_logc4_dpx_reads_in_model_space_and_round_trips(tmp_path) -> None:
     logc = srgb.copy()
     config = ocio.Config.CreateFromFile(STUDIO)
     config.getProcessor(SRGB, "ARRI LogC4").getDefaultCPUProcessor().applyRGB(logc)
-    codes = np.clip(np.rint(logc * 1023), 0, 1023).astype(np.uint16) * 64  # 10-bit codes, as OIIO expands them
+    # 10-bit codes, expanded to 16 bits the way OIIO reads them (bit replication)
+    codes = np.clip(np.rint(logc * 1023), 0, 1023).astype(np.uint16) * 64
     codes = codes | (codes >> 10)
     for number in (1, 2):
         spec = oiio.ImageSpec(256, 256, 3, oiio.UINT16)
