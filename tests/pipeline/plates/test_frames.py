@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from fractions import Fraction
 from pathlib import Path
 
@@ -114,7 +115,10 @@ def test_dpx_change_is_quantised_to_ten_bits(tmp_path):
     assert np.array_equal(back, merged)
 
 
-def test_read_and_write_through_s3(s3_bucket, tmp_path):
+def test_read_and_write_through_s3(s3_bucket, tmp_path, monkeypatch):
+    scratch = tmp_path / "scratch"  # this test's own temporary folder: nothing may stay in it
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     local = write_sequence(tmp_path, "s", count=2, extra_channels=("A",))
     for n in (1001, 1002):
         storage.publish_file(local.replace("####", str(n)), f"{s3_bucket}/in/s.{n}.exr")
@@ -132,7 +136,7 @@ def test_read_and_write_through_s3(s3_bucket, tmp_path):
         pixels, attrs = _read(path)
     src, _ = _read(local.replace("####", "1002"))
     assert attrs["compression"] == "zip" and np.array_equal(pixels.view(np.uint16), src.view(np.uint16))
-    assert not [n for n in os.listdir("/tmp") if n.startswith("recast-plate-")]
+    assert not os.listdir(scratch)
 
 
 def test_failed_write_leaves_destination_untouched_and_no_temp_file(tmp_path, monkeypatch):
