@@ -134,9 +134,23 @@ def merge_back(frame: PlateFrame, rendered: np.ndarray, converter: PlateConverte
     if rendered.shape != frame.rgb.shape:
         raise ValueError(f"rendered shape {rendered.shape} != frame shape {frame.rgb.shape}")
     out = frame.pixels.copy()
-    changed = np.any(rendered != frame.rgb, axis=-1)
-    if not changed.any():
+    changed_rows = np.flatnonzero(np.any(rendered != frame.rgb, axis=(1, 2)))
+    if not changed_rows.size:
         return out
+    # Only the band of rows a face changed is scanned pixel by pixel (a face is a small part of a frame).
+    band = slice(int(changed_rows[0]), int(changed_rows[-1]) + 1)
+    new, old = rendered[band], frame.rgb[band]
+    changed = np.any(new != old, axis=-1)
+    delta = (new[changed].astype(np.float32) - old[changed].astype(np.float32)) / MODEL_SCALE
+    # The model-space values of the changed pixels only (the conversion is per pixel): frames
+    # in flight keep no float copy of the whole picture.
+    region = out[band]
+    model = converter.to_model(region[changed][:, list(converter.rgb)])
+    plate = converter.to_plate(model + delta)
+    pixels = region[changed]
+    pixels[:, list(converter.rgb)] = converter.encode(plate)
+    region[changed] = pixels
+    return out
     delta = (rendered[changed].astype(np.float32) - frame.rgb[changed].astype(np.float32)) / MODEL_SCALE
     # The model-space values of the changed pixels only (the conversion is per pixel): frames
     # in flight keep no float copy of the whole picture.
