@@ -11,10 +11,10 @@ import json
 from typing import Any
 
 import numpy as np
-from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
 
 from pipeline import storage
 from pipeline.errors import StorageError
+from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
 from pipeline.probe import VideoInfo
 
 

@@ -21,11 +21,11 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from pipeline.plates.sequence import is_sequence_url
 from pydantic import Field, field_validator, model_validator
 
 from pipeline.configbase import Frozen
 from pipeline.faces.config import FaceConfig, SelectionConfig
+from pipeline.plates.sequence import is_sequence_url
 
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".mxf")
 IMAGE_EXTENSIONS = (".exr", ".dpx", ".tif", ".tiff", ".png", ".cin")

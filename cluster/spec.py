@@ -47,6 +47,7 @@ from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.plates.sequence import is_sequence_url
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
+from pipeline.qc.config import QcConfig
 from pipeline.tracking import TrackingConfig
 
 
@@ -79,6 +80,25 @@ class OutputSpec(Frozen):
     compression: str | None = None
     """Image sequences: the EXR/TIFF compression of rendered frames (``piz``, ``zip``,
     ``dwaa``...); None: each frame's own."""
+    passes: tuple[Literal["matte", "face", "tracks"], ...] = ()
+    """Compositing passes written beside each output (see :mod:`pipeline.passes`)."""
+    pass_url: str | None = None
+    """Where passes go, a template with ``{pass}`` (and ``{shot}``, ``{job_id}``) and no extension;
+    None: beside the output, named ``<output>_<pass>``."""
+
+    @field_validator("pass_url")
+    @classmethod
+    def _pass_template(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        if "{pass}" not in url:
+            raise ValueError("needs a {pass} placeholder")
+        unknown = set(re.findall(r"{([^}]*)}", url)) - {"shot", "job_id", "pass"}
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder(s) {sorted(unknown)}; use {{shot}}, {{job_id}} and {{pass}}"
+            )
+        return url
 
     @field_validator("url")
     @classmethod
@@ -205,6 +225,8 @@ class JobSpec(Frozen):
     """None (no block): no policy, signing, watermark or audit."""
     colour: ColourSpec = ColourSpec()
     """Colour management of image-sequence plates (each shot may override it)."""
+    qc: QcConfig = QcConfig()
+    """What is flagged for review and which flags fail a shot."""
 
     @model_validator(mode="before")
     @classmethod

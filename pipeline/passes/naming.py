@@ -1,0 +1,40 @@
+"""Where each pass of a shot is written."""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
+
+PASSES = ("matte", "face", "tracks")
+
+
+def pass_url(
+    output_url: str, name: str, template: str | None = None, *, shot: str = "", job_id: str = ""
+) -> str:
+    """The URL of pass ``name`` of the shot written to ``output_url``.
+
+    ``template`` (``output.pass_url``: ``{pass}``, ``{shot}``, ``{job_id}``, no extension)
+    or, by default, the output's own name with ``_<pass>`` added.  The extension follows
+    the pass: ``.mov`` for a video's matte and face, an ``.exr`` sequence with the output's
+    padding for an image sequence's, ``.jsonl`` for tracks.
+    """
+    sequence = is_sequence_url(output_url)
+    if template is not None:
+        stem = template.replace("{pass}", name).replace("{shot}", shot).replace("{job_id}", job_id)
+        padding = f".{'#' * parse_sequence_url(output_url).padding}" if sequence else ""
+    elif sequence:
+        pattern = parse_sequence_url(output_url)
+        stem = pattern.directory.rstrip("/") + "/" + pattern.head.rstrip("._-") + f"_{name}"
+        padding = pattern.head[len(pattern.head.rstrip("._-")) :] + "#" * pattern.padding
+        padding = padding if padding.startswith((".", "_", "-")) else "." + padding
+    else:
+        stem, padding = re.sub(r"\.[A-Za-z0-9]+$", "", output_url) + f"_{name}", ""
+    if name == "tracks":
+        return f"{stem}.jsonl"
+    return f"{stem}{padding}.exr" if sequence else f"{stem}.mov"
+
+
+def chan_url(tracks_url: str, track: int) -> str:
+    """The Nuke ``.chan`` file of one track, beside the tracks' JSON lines."""
+    return re.sub(r"\.jsonl$", "", tracks_url) + f".track{track}.chan"
