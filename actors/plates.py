@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 import numpy as np
 
+from actors.rendering import Rendered
 from pipeline.chunking import Chunk
 from pipeline.decode import Frame
 from pipeline.encode import EncoderChoice
@@ -70,15 +71,17 @@ class PlateFrames:
         info: VideoInfo,
         chunk: Chunk,
         frames: Iterator[Frame],
-        render_rgb: Callable[[list[Frame]], list[np.ndarray] | None],
+        batches: Callable[[list[Frame]], list[Rendered]],
         output_url: str,
         compression: str | None,
+        pass_urls: Mapping[str, str],
         *,
         batch_size: int,
         queue_batches: int,
-    ) -> tuple[tuple[str, int, int], dict[str, float], StageTimes, list[FrameFile]]:
-        """Render ``frames`` and write each one; ((sha256 of the list, bytes, frames), stage seconds,
-        stage times, the frames written)."""
+    ) -> tuple[tuple[str, int, int], dict[str, float], StageTimes, dict[str, list[FrameFile]]]:
+        """Render ``frames`` and write each one, and its matte and face pass frames when asked
+        (``pass_urls``: pass -> frame pattern); ((sha256 of the list, bytes, frames), stage seconds,
+        stage times, frames written by kind: ``""`` the output's, else the pass's)."""
         import time
 
         from pipeline.plates.frames import PlateFrame, frame_compression, merge_back, write_plate
@@ -86,39 +89,65 @@ class PlateFrames:
 
         converter = self.converter(info)
         output = parse_sequence_url(output_url)
+        layers = {
+            name: parse_sequence_url(url) for name, url in pass_urls.items() if name in ("matte", "face")
+        }
 
-        def render(batch: list[Frame]) -> list[tuple[PlateFrame, np.ndarray | None]]:
-            outs = render_rgb(batch)
-            plates = cast(list[PlateFrame], batch)
-            return list(zip(plates, outs if outs is not None else [None] * len(plates), strict=True))
-
-        def write(item: tuple[PlateFrame, np.ndarray | None]) -> FrameFile:
-            frame, out = item
-            pixels = frame.pixels if out is None or out is frame.rgb else merge_back(frame, out, converter)
+        def write(item: Rendered) -> dict[str, FrameFile]:
+            frame = cast(PlateFrame, item.frame)
+            pixels = frame.pixels if item.out is None else merge_back(frame, item.out, converter)
             own = frame_compression(frame.spec.getattribute("compression"), compression)
             sha, size = write_plate(output.frame_url(frame.pts), pixels, frame.spec, compression=own)
-            return frame.pts, sha, size
+            files = {"": (frame.pts, sha, size)}
+            if layers:
+                files.update(self._write_layers(frame, pixels, item.matte, layers, converter))
+            return files
 
-        with OrderedPool[FrameFile](self.threads) as writer:
+        with OrderedPool[dict[str, FrameFile]](self.threads) as writer:
             times = run_stages(
                 frames,
-                render,
+                batches,
                 lambda item: writer.submit(write, item),
                 batch_size=batch_size,
                 queue_batches=queue_batches,
             )
             tail_started = time.perf_counter()
-            files = writer.results()
+            results = writer.results()
             tail = time.perf_counter() - tail_started
-        if len(files) != chunk.frame_count:
+        files: dict[str, list[FrameFile]] = {}
+        for result in results:
+            for kind, file in result.items():
+                files.setdefault(kind, []).append(file)
+        main = files.get("", [])
+        if len(main) != chunk.frame_count:
             raise RecastError(
-                f"{info.url}: chunk {chunk.index} wrote {len(files)} frames, expected {chunk.frame_count}"
+                f"{info.url}: chunk {chunk.index} wrote {len(main)} frames, expected {chunk.frame_count}"
             )
-        listing = "".join(f"{n} {h}\n" for n, h, _ in files)
-        written = (hashlib.sha256(listing.encode()).hexdigest(), sum(b for _, _, b in files), len(files))
+        listing = "".join(f"{n} {h}\n" for n, h, _ in main)
+        written = (hashlib.sha256(listing.encode()).hexdigest(), sum(b for _, _, b in main), len(main))
         stages = {
             "read": times.read_seconds,
             "render": times.process_seconds,
             "write": times.write_seconds + tail,
         }
         return written, stages, times, files
+
+    @staticmethod
+    def _write_layers(
+        frame: Any, pixels: np.ndarray, matte: np.ndarray | None, layers: Mapping[str, Any], converter: Any
+    ) -> dict[str, FrameFile]:
+        """The matte and face pass frames of one plate frame, written whole under its number."""
+        from pipeline.passes.layers import sequence_pass_pixels, sequence_pass_spec
+        from pipeline.plates.frames import write_plate
+
+        height, width = pixels.shape[:2]
+        a = np.zeros((height, width), np.float32) if matte is None else matte
+        values = sequence_pass_pixels(frame.pixels, pixels, a, converter.rgb, converter.normalise)
+        float_plate = frame.pixels.dtype == np.float32
+        out = {}
+        for name, pattern in layers.items():
+            spec = sequence_pass_spec(frame.spec, name, float_plate)
+            data = values[name].astype(np.float32 if float_plate and name == "face" else np.float16)
+            sha, size = write_plate(pattern.frame_url(frame.pts), data, spec)
+            out[name] = (frame.pts, sha, size)
+        return out

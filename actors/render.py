@@ -28,7 +28,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -36,19 +36,20 @@ import ray
 from pydantic import Field
 
 from actors.plates import PlateFrames, frames_writer
+from actors.rendering import BatchRenderer, IdentityCheck
 from actors.results import ChunkAnalysis, SegmentResult
-from pipeline import storage
+from actors.segments import ChunkSegments
 from pipeline.chunking import Chunk
 from pipeline.configbase import Frozen
 from pipeline.decode import Frame, decode_range
-from pipeline.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
+from pipeline.encode import EncoderChoice, EncodeSettings, choose_encoder
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource
 from pipeline.faces.types import Face, FaceTask
-from pipeline.hashing import sha256_stream
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.probe import VideoInfo
 from pipeline.provenance.watermark import WatermarkConfig
+from pipeline.qc.config import QcConfig
 from pipeline.stages import StageTimes, run_stages
 
 if TYPE_CHECKING:
@@ -78,6 +79,10 @@ class RenderConfig(Frozen):
     watermark_payload: int | None = None
     review_label: bool = False
     """Draw a visible "AI-altered" label on every frame (review copies)."""
+    passes: tuple[str, ...] = ()
+    """Compositing passes to write with each chunk (``output.passes``)."""
+    qc: QcConfig | None = None
+    """QC measures taken while rendering (None or disabled: none)."""
 
 
 class RenderWorker:
@@ -250,53 +255,36 @@ class RenderWorker:
         expected = self._check_tasks(chunk, tasks_per_frame)
         renderer = self.renderer(faces)
         stage_before = dict(renderer.stage_seconds)
-        written = 0
-        render_rgb = self._render_rgb(renderer, chunk, tasks_per_frame)
-
-        def render(frames: list[Frame]) -> list[Frame]:
-            outs = render_rgb(frames)
-            if outs is None:
-                return frames
-            return [
-                Frame(index=f.index, pts=f.pts, rgb=out, alpha=f.alpha)
-                for f, out in zip(frames, outs, strict=True)
-            ]
-
+        batches = self._batch_renderer(renderer, chunk, tasks_per_frame)
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
-            local = os.path.join(tmp, f"segment.{encoder.container}")
-            with SegmentWriter(local, info, encoder, chunk, threads=self.config.codec_threads) as writer:
-
-                def write(frame: Frame) -> None:
-                    nonlocal written
-                    writer.write(frame)
-                    written += 1
-
+            with ChunkSegments(
+                tmp, info, encoder, chunk, self.config.passes, threads=self.config.codec_threads
+            ) as segments:
                 times: StageTimes = run_stages(
                     self._decode(shot_url, info, chunk),
-                    render,
-                    write,
+                    batches,
+                    segments.write,
                     batch_size=self.config.faces.batch_size,
                     queue_batches=self.config.queue_batches,
                 )
-            if written != expected:
+            if segments.written != expected:
                 raise RecastError(
-                    f"{shot_url}: chunk {chunk.index} wrote {written} frames, expected {expected}"
+                    f"{shot_url}: chunk {chunk.index} wrote {segments.written} frames, expected {expected}"
                 )
             encode_close_done = time.perf_counter()
-            with open(local, "rb") as fh:
-                digest, nbytes = sha256_stream(fh)
-            storage.publish_file(local, segment_url)
+            uploaded = segments.upload(segment_url)
             upload_seconds = time.perf_counter() - encode_close_done
-
+        _, digest, nbytes = uploaded.pop("")
         stages = {
             "decode": times.read_seconds,
             "render": times.process_seconds,
             "encode": times.write_seconds,
             "upload": upload_seconds,
         }
+        extra = {"passes": {k: [url, size, sha] for k, (url, sha, size) in uploaded.items()}} if uploaded else {}
         return self._result(
-            chunk, segment_url, (digest, nbytes, written), tasks_per_frame, stages, renderer, stage_before,
-            encoder.name, started, times,
+            chunk, segment_url, (digest, nbytes, segments.written), tasks_per_frame, stages, renderer,
+            stage_before, encoder.name, started, times, extra=self._with_qc(extra, batches),
         )  # fmt: skip
 
     def render_frames(
@@ -308,6 +296,7 @@ class RenderWorker:
         output_url: str,
         faces: FaceConfig | None = None,
         compression: str | None = None,
+        pass_urls: dict[str, str] | None = None,
     ) -> SegmentResult:
         """Render ``chunk`` of an image sequence and write each frame whole to ``output_url``'s frame
         name (:meth:`actors.plates.PlateFrames.render`); ``extra["frame_files"]`` lists them."""
@@ -316,19 +305,24 @@ class RenderWorker:
         self._check_tasks(chunk, tasks_per_frame)
         renderer = self.renderer(faces)
         stage_before = dict(renderer.stage_seconds)
+        batches = self._batch_renderer(renderer, chunk, tasks_per_frame)
         written, stages, times, files = self.plates.render(
             info,
             chunk,
             self._decode(shot_url, info, chunk),
-            self._render_rgb(renderer, chunk, tasks_per_frame),
+            batches,
             output_url,
             compression,
+            pass_urls or {},
             batch_size=self.config.faces.batch_size,
             queue_batches=self.config.queue_batches,
         )
+        main = files.pop("")
+        passes = {k: [(pass_urls or {})[k], [list(f) for f in v]] for k, v in files.items()}
+        extra = self._with_qc({"frame_files": main} | ({"passes": passes} if passes else {}), batches)
         return self._result(
             chunk, output_url, written, tasks_per_frame, stages, renderer, stage_before, "oiio", started, times,
-            extra={"frame_files": files},
+            extra=extra,
         )  # fmt: skip
 
     def _check_tasks(self, chunk: Chunk, tasks_per_frame: Sequence[Sequence[FaceTask]]) -> int:
@@ -337,23 +331,28 @@ class RenderWorker:
             raise ValueError(f"chunk {chunk.index}: {len(tasks_per_frame)} task lists for {expected} frames")
         return expected
 
-    def _render_rgb(
+    def _batch_renderer(
         self, renderer: Renderer, chunk: Chunk, tasks_per_frame: Sequence[Sequence[FaceTask]]
-    ) -> Callable[[list[Frame]], list[np.ndarray] | None]:
-        """``frames -> their rendered (and marked) pixels``, or None when a batch has nothing to change."""
-        marking = self.config.watermark is not None or self.config.review_label
+    ) -> BatchRenderer:
+        """The process stage of a chunk: faces, marks, mattes for passes and QC, QC measures."""
+        config = self.config
+        marking = config.watermark is not None or config.review_label
+        qc = config.qc if config.qc is not None and config.qc.enabled else None
+        identity = None
+        if qc is not None:
+            recognizer = self.models.recognizer
+            references = {name: np.asarray(i.embedding, np.float32) for name, i in self.identities.items()}
+            identity = IdentityCheck(recognizer.embed_aligned, int(recognizer.crop_size), references)
+        return BatchRenderer(
+            renderer, chunk, tasks_per_frame, mark=self._mark if marking else None,
+            mattes=bool(config.passes), qc=qc, identity=identity,
+        )  # fmt: skip
 
-        def render_rgb(frames: list[Frame]) -> list[np.ndarray] | None:
-            tasks = [tasks_per_frame[f.index - chunk.start_frame] for f in frames]
-            if not any(tasks) and not marking:
-                return None
-            outs = renderer.render([f.rgb for f in frames], tasks) if any(tasks) else [f.rgb for f in frames]
-            if marking:
-                # After the faces are rendered, before encoding: the mark lives in the new faces.
-                outs = [self._mark(out, frame_tasks) for out, frame_tasks in zip(outs, tasks, strict=True)]
-            return outs
-
-        return render_rgb
+    @staticmethod
+    def _with_qc(extra: dict[str, Any], batches: BatchRenderer) -> dict[str, Any]:
+        if batches.qc is not None:
+            extra["qc"] = [m.to_dict() for m in batches.measures]
+        return extra
 
     def _result(
         self,

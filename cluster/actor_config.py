@@ -26,6 +26,8 @@ def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
         execution=execution,
         identities=dict(spec.identities),
         faces=spec.faces,
+        passes=tuple(p for p in spec.output.passes if p != "tracks"),
+        qc=spec.qc,
         # CPU actors' codecs too: an actor uses the cores it reserved, no more.
         codec_threads=actor_execution_threads(pool) if pool.num_gpus == 0 else 0,
     )

@@ -14,7 +14,11 @@ from pipeline.faces.types import FaceTask
 
 def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResult:
     """A segment committed by an earlier run, as if just rendered."""
-    extra = {"frame_files": list(record.frame_files)} if record.frame_files else {}
+    extra: dict[str, Any] = {"frame_files": list(record.frame_files)} if record.frame_files else {}
+    if record.passes:
+        extra["passes"] = dict(record.passes)
+    if record.qc:
+        extra["qc"] = list(record.qc)
     return SegmentResult(
         chunk_index=record.chunk,
         url=record.segment_url,
@@ -41,7 +45,8 @@ def render_call(
 ) -> Any:
     url, info, encoder, faces = run.shot.ref.url, run.info_ref, run.encoder, run.shot.settings.faces
     if run.shot.is_sequence:
+        passes = run.shot.pass_urls
         return lambda actor: actor.render_frames.remote(
-            url, info, chunk, tasks, segment_url, faces, compression
+            url, info, chunk, tasks, segment_url, faces, compression, passes
         )
     return lambda actor: actor.render_chunk.remote(url, info, chunk, tasks, encoder, segment_url, faces)

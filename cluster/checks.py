@@ -14,7 +14,7 @@ import glob
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.fingerprints import input_fingerprint, output_exists
@@ -60,6 +60,8 @@ class PlannedShot:
     settings: ShotSettings
     window: ShotWindow
     renders: tuple[Chunk, ...]
+    pass_urls: dict[str, str] = field(default_factory=dict)
+    """Compositing pass -> where it is written (``output.passes``)."""
 
     @property
     def is_sequence(self) -> bool:
@@ -216,7 +218,19 @@ def planned_shot(keys: JobKeys, probed: ProbedShot, fingerprint: Fingerprint) ->
         settings=probed.settings,
         window=probed.window,
         renders=render_chunks(probed.info, plan, probed.window),
+        pass_urls=pass_urls_of(keys.spec, probed.ref),
     )
+
+
+def pass_urls_of(spec: JobSpec, ref: ShotRef) -> dict[str, str]:
+    """Where each of ``output.passes`` of the shot goes (:func:`pipeline.passes.naming.pass_url`)."""
+    from pipeline.passes.naming import pass_url
+
+    out = spec.output
+    return {
+        name: pass_url(ref.output_url, name, out.pass_url, shot=ref.name, job_id=spec.job_id)
+        for name in out.passes
+    }
 
 
 def probe_shot(shot: ShotRef, settings: ShotSettings) -> VideoInfo:

@@ -30,6 +30,7 @@ from cluster.planner import ShotPlanner, ShotRenders
 from cluster.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
 from cluster.provenance import JobProvenance
 from cluster.publish import Published, Publisher
+from cluster.shot_finish import finish_qc, measures_of, write_tracks
 from cluster.shot_run import ShotRun
 from pipeline import storage
 from pipeline.chunking import Chunk
@@ -228,7 +229,9 @@ class JobLoop:
             frames=result.frames,
             faces_swapped=result.faces_swapped,
             actor=result.actor,
-            frame_files=tuple(result.extra.get("frame_files", ())),
+            frame_files=tuple(tuple(f) for f in result.extra.get("frame_files", ())),
+            passes=dict(result.extra.get("passes", {})),
+            qc=tuple(result.extra.get("qc", ())),
         )
         return self.ledger.commit_segment(run.name, record)
 
@@ -261,6 +264,7 @@ class JobLoop:
     def _dispatch_renders(self, run: ShotRun, renders: ShotRenders) -> None:
         """Submit the renders of a planned shot; segments an earlier run committed are taken as they are."""
         self.observer.faces_planned(run.name, renders.tracks)
+        run.track_frames, run.qc_plan = renders.track_frames, renders.qc
         self.observer.stage(run.name, "plan", renders.seconds)
         self.unplanned_chunks -= run.renders
         for render in renders.chunks:
@@ -292,10 +296,20 @@ class JobLoop:
     def _start_merge(self, run: ShotRun) -> None:
         segments = [run.segments[c.index] for c in run.shot.renders]
         self.observer.set_chunk_actors(run.name, [s.actor for s in segments])
-        ref = run.shot.ref
+        ref, pass_urls = run.shot.ref, run.shot.pass_urls
+        layers = [name for name in pass_urls if name != "tracks"]
         if run.shot.is_sequence:
             written = {int(n): (h, b) for s in segments for n, h, b in s.extra.get("frame_files", ())}
-            self.merging[run.name] = self.publisher.submit_sequence(run.shot.info, ref.output_url, written)
+            passes = {
+                name: (
+                    pass_urls[name],
+                    {int(n): (h, b) for s in segments for n, h, b in s.extra["passes"][name][1]},
+                )
+                for name in layers
+            }
+            self.merging[run.name] = self.publisher.submit_sequence(
+                run.shot.info, ref.output_url, written, passes
+            )
             return
         window = None if run.shot.window.whole else run.shot.window.delivered
         self.merging[run.name] = self.publisher.submit(
@@ -305,6 +319,7 @@ class JobLoop:
             ref.url,
             self.provenance.signing(ref.output_url),
             window,
+            {name: ([s.extra["passes"][name][0] for s in segments], pass_urls[name]) for name in layers},
         )
 
     def _finish_merge(self, run: ShotRun, future: Future[Published]) -> None:
@@ -316,6 +331,11 @@ class JobLoop:
         run.done = True
         self.open_shots -= 1
         ref = run.shot.ref
+        measures = measures_of(run)
+        pass_files = {name: p.sha256 for name, p in published.passes.items()}
+        if "tracks" in run.shot.pass_urls:
+            pass_files.update(write_tracks(run, run.shot.pass_urls["tracks"], measures))
+        self.observer.shot_qc(run.name, finish_qc(run, measures, self.spec.qc), self.spec.qc)
         # Recorded first: a driver killed after this point finds the output as its own on resume.
         self.ledger.shot_published(
             run.name,
@@ -326,6 +346,7 @@ class JobLoop:
             frames=published.stats.frames,
             render_keys=[run.render_keys[c.index] for c in run.shot.renders],
             frame_sha256=published.frame_sha256,
+            passes=pass_files,
         )
         self.observer.shot_published(
             ShotSource(

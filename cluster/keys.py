@@ -132,6 +132,11 @@ class JobKeys:
         if frames_url is not None:
             parts["frames_url"] = frames_url
             parts["compression"] = self.spec.output.compression
+        out = self.spec.output
+        if out.passes:  # the chunk's pass segments or frames are part of what it produced
+            parts["passes"] = [list(out.passes), out.pass_url]
+        if self.spec.qc.enabled:  # measures recorded with the chunk
+            parts["qc"] = self.spec.qc.identity_every
         return RenderKey(digest(self._with_marks(parts)))
 
     def shot(

@@ -163,6 +163,7 @@ class Ledger:
         frames: int,
         render_keys: list[RenderKey],
         frame_sha256: dict[str, str] | None = None,
+        passes: dict[str, str] | None = None,
     ) -> None:
         record: dict[str, Any] = {
             "status": "published",
@@ -175,6 +176,8 @@ class Ledger:
         }
         if frame_sha256 is not None:
             record["frame_sha256"] = frame_sha256  # an image sequence: every frame's, by number
+        if passes:
+            record["passes"] = passes  # pass -> sha256 (matte, face) or URL (tracks files)
         self._write(f"the published output of {shot}", self.manifest.write_shot, shot, record)
 
     def shot_failed(self, shot: str, *, spec_key: ShotKey, error: str) -> None:

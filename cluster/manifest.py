@@ -180,15 +180,34 @@ class RenderRecord:
     frame_files: tuple[tuple[int, str, int], ...] = ()
     """Image sequences: (frame number, sha256, bytes) of every frame written (``segment_url`` is then
     the output's frame pattern)."""
+    passes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Compositing passes of the chunk: video, pass -> [segment URL, bytes, sha256]; image sequence,
+    pass -> [pattern URL, [[frame, sha256, bytes], ...]]."""
+    qc: tuple[dict[str, Any], ...] = ()
+    """QC measures of the chunk's replaced faces (:class:`pipeline.qc.records.FaceMeasure` dicts)."""
 
     def files_intact(self) -> bool:
-        """The segment (or every frame written) is there with the size the actor wrote."""
+        """The segment (or every frame written), and every pass's, is there with the size the actor wrote."""
         if not self.frame_files:
-            return storage.size(self.segment_url) == self.bytes
-        from pipeline.plates.sequence import list_frames, parse_sequence_url
+            if storage.size(self.segment_url) != self.bytes:
+                return False
+        elif not _frames_intact(self.segment_url, self.frame_files):
+            return False
+        for entry in self.passes.values():
+            url, written = entry[0], entry[1]
+            if isinstance(written, int):
+                if storage.size(url) != written:
+                    return False
+            elif not _frames_intact(url, [tuple(f) for f in written]):
+                return False
+        return True
 
-        sizes = {f.number: f.size for f in list_frames(parse_sequence_url(self.segment_url))}
-        return all(sizes.get(number) == size for number, _, size in self.frame_files)
+
+def _frames_intact(pattern: str, files: Sequence[Sequence[Any]]) -> bool:
+    from pipeline.plates.sequence import list_frames, parse_sequence_url
+
+    sizes = {f.number: f.size for f in list_frames(parse_sequence_url(pattern))}
+    return all(sizes.get(int(number)) == int(size) for number, _, size in files)
 
 
 class JobManifest:
@@ -316,6 +335,8 @@ class JobManifest:
             faces_swapped=int(record.get("faces_swapped", 0)),
             actor=str(record.get("actor", "")),
             frame_files=tuple((int(n), str(h), int(b)) for n, h, b in record.get("frame_files", ())),
+            passes=dict(record.get("passes", {})),
+            qc=tuple(record.get("qc", ())),
         )
         try:
             if not found.files_intact():
@@ -337,6 +358,8 @@ class JobManifest:
                 "faces_swapped": record.faces_swapped,
                 "actor": record.actor,
                 **({"frame_files": [list(f) for f in record.frame_files]} if record.frame_files else {}),
+                **({"passes": record.passes} if record.passes else {}),
+                **({"qc": list(record.qc)} if record.qc else {}),
             },
         )
 

@@ -57,6 +57,11 @@ class JobMetrics:
         self.retries = metrics.Counter(
             "recast_retries_total", "Work items retried on another actor.", tag_keys=shot_tags
         )
+        self.qc_flags = metrics.Counter(
+            "recast_qc_flagged_frames_total",
+            "Frames QC flagged for review, by reason.",
+            tag_keys=("job", "shot", "reason"),
+        )
         self.busy = metrics.Gauge(
             "recast_actor_busy_ratio",
             "Share of wall time the actor spent working (0-1).",
@@ -87,6 +92,12 @@ class JobMetrics:
             # Counters only go up; a zero or a sub-stage of a clock that went backwards is skipped.
             if value > 0 and math.isfinite(value):
                 self.stage_seconds.inc(float(value), {**tags, "stage": stage})
+
+    def qc_flagged(self, shot: str, frames_by_reason: Mapping[str, int]) -> None:
+        """Count the frames QC flagged in ``shot``, by reason."""
+        for reason, frames in frames_by_reason.items():
+            if frames > 0:
+                self.qc_flags.inc(frames, {**self._tags(shot), "reason": reason})
 
     def retry(self, shot: str) -> None:
         """Count one retried work item of ``shot``."""

@@ -26,6 +26,10 @@ from pipeline import storage
 from pipeline.errors import RecastError
 from pipeline.probe import VideoInfo
 from pipeline.provenance.redact import redact
+from pipeline.qc.config import QcConfig
+
+QC_THUMBNAILS = 12
+"""Flagged frames (the most severe first) that get before/after thumbnails in the report."""
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +65,8 @@ class JobObserver:
         self.thumbnails = thumbnails
         self.timeline: list[dict[str, Any]] = []
         self.thumbs: dict[str, Any] = {}
+        self.qc_frames: dict[str, list[int]] = {}
+        """Shot -> frame numbers QC flagged first (they get thumbnails too)."""
         self.shot_retries: dict[str, int] = {}
         self.report_seconds: list[float] = []
         """Wall seconds of every report rewrite (interim and final), from the copy of the state on."""
@@ -221,12 +227,30 @@ class JobObserver:
             from pipeline.thumbnails import thumbnails
 
             try:
+                flagged = [_position(source.info, n) for n in self.qc_frames.get(source.name, [])]
+                frames = sorted(set(source.boundary_frames) | {f for f in flagged if f >= source.offset})
                 self.thumbs[source.name] = thumbnails(
-                    source.url, source.output_url, source.info, source.boundary_frames, offset=source.offset
+                    source.url, source.output_url, source.info, frames, offset=source.offset
                 )
             except RecastError as exc:
                 self.summary.warnings.append(f"thumbnails of {source.name}: {exc}")
         self.progress.shot_done(source.name)
+
+    def shot_qc(self, shot: str, qc: Any, config: QcConfig) -> None:
+        """Record the shot's QC: numbers and review list in the summary, flagged frames in the metrics,
+        the flagged frames among the thumbnails, and the reasons that fail the shot (``qc.fail_on``)."""
+        if qc is None:
+            return
+        summary = self.shots[shot]
+        summary.qc = qc.to_dict()
+        summary.qc_failed = qc.failed(config)
+        frames: dict[str, int] = {}
+        for flag in qc.flags:
+            frames[flag.reason] = frames.get(flag.reason, 0) + flag.last - flag.first + 1
+        self.metrics.qc_flagged(shot, frames)
+        self.qc_frames[shot] = [flag.first for flag in qc.flags[:QC_THUMBNAILS]]
+        if summary.qc_failed:
+            logger.error("shot %s: QC failed on %s (qc.fail_on)", shot, ", ".join(summary.qc_failed))
 
     def shot_failed(self, shot: str, message: str, wall: float) -> None:
         logger.error("shot %s failed: %s", shot, message)
@@ -298,3 +322,8 @@ class JobObserver:
         self.write_report(finished=finished)
         self._reporter.shutdown(wait=True)
         return self.summary
+
+
+def _position(info: VideoInfo, number: int) -> int:
+    """Source position of frame ``number`` (a sequence's numbers are contiguous from its first)."""
+    return number - int(info.pts[0]) if info.sequence is not None else number

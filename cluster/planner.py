@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,8 @@ from cluster.manifest import RenderRecord
 from cluster.shot_run import ShotRun
 from pipeline.chunking import Chunk
 from pipeline.faces.types import Face, FaceTask
+from pipeline.passes.tracks import TrackFrame, track_frames
+from pipeline.probe import VideoInfo
 
 
 @dataclass(frozen=True)
@@ -36,11 +39,17 @@ class ChunkRender:
 
 @dataclass(frozen=True)
 class ShotRenders:
-    """A planned shot: how many tracks, how long planning took, and every chunk's render."""
+    """A planned shot: how many tracks, how long planning took, and every chunk's render.
+
+    ``track_frames``: the ``tracks`` pass's records (when asked), kept until the shot is published.
+    ``qc``: what QC concluded from tracking and the plan (finished with the actors' measures).
+    """
 
     tracks: int
     seconds: float
     chunks: list[ChunkRender]
+    track_frames: list[TrackFrame] = field(default_factory=list)
+    qc: Any = None
 
 
 class ShotPlanner:
@@ -77,6 +86,13 @@ class ShotPlanner:
             frame_times=shot.info.frame_times()[first:end],
         )
         seconds = time.perf_counter() - started
+        numbers = frame_numbers_of(shot.info, first, end)
+        records: list[TrackFrame] = []
+        if "tracks" in shot.pass_urls:
+            parts = {t: summary.parts or (t,) for t, summary in face_plan.tracks.items()}
+            identities = {t: summary.identity for t, summary in face_plan.tracks.items()}
+            records = list(track_frames(numbers, faces, track_ids, face_plan.tasks, parts, identities, {}))
+        qc = self._plan_qc(run, numbers, faces, track_ids, face_plan) if spec.qc.enabled else None
         frames_url = shot.ref.output_url if shot.is_sequence else None
         chunks = []
         for chunk in shot.renders:
@@ -85,4 +101,38 @@ class ShotPlanner:
                 shot.fingerprint, chunk, run.encoder, tasks, shot.settings, frames_url
             )
             chunks.append(ChunkRender(chunk, tasks, key, self.ledger.segment(run.name, chunk.index, key)))
-        return ShotRenders(tracks=len(face_plan.tracks), seconds=seconds, chunks=chunks)
+        return ShotRenders(
+            tracks=len(face_plan.tracks), seconds=seconds, chunks=chunks, track_frames=records, qc=qc
+        )
+
+    def _plan_qc(
+        self,
+        run: ShotRun,
+        numbers: list[int],
+        faces: list[list[Face]],
+        track_ids: list[list[int]],
+        face_plan: Any,
+    ) -> Any:
+        """QC's part that needs tracking and the plan (see :mod:`pipeline.qc`)."""
+        from pipeline.qc.analyze import plan_checks
+
+        shot = run.shot
+        return plan_checks(
+            run.name,
+            numbers,
+            shot.plan.first_frame,
+            faces,
+            track_ids,
+            face_plan,
+            self.embeddings,
+            shot.settings.selection,
+            self.prepared.spec.qc,
+            [c.start_frame - shot.plan.first_frame for c in shot.plan.chunks],
+        )
+
+
+def frame_numbers_of(info: VideoInfo, start: int, end: int) -> list[int]:
+    """Frame numbers of positions ``[start, end)``: a sequence's own, a video's positions."""
+    if info.sequence is not None:
+        return [int(n) for n in info.pts[start:end]]
+    return list(range(start, end))

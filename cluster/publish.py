@@ -7,21 +7,18 @@ merge leaves the destination as it was.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from cluster.fingerprints import output_fingerprint
 from pipeline import storage
 from pipeline.errors import RecastError
 from pipeline.hashing import sha256_file
-from pipeline.plates.sequence import frame_runs
 from pipeline.probe import VideoInfo
 
 if TYPE_CHECKING:
@@ -43,6 +40,8 @@ class Published:
     fingerprint: dict[str, Any]
     frame_sha256: dict[str, str] | None = None
     """Image sequences: every frame's sha256 by frame number."""
+    passes: dict[str, Published] = field(default_factory=dict)
+    """Compositing passes published with the output."""
 
 
 Window = tuple[int, int]
@@ -93,52 +92,6 @@ def _remove_quietly(url: str) -> None:
         logger.warning("could not remove %s: %s", url, exc)
 
 
-def complete_sequence(info: VideoInfo, output_url: str, written: dict[int, tuple[str, int]]) -> Published:
-    """Finish an image-sequence output whose rendered frames the actors wrote: copy every other
-    source frame bit-exact, then check with one listing that every frame is there at its size.
-
-    ``written``: frame number -> (sha256, bytes) of the frames the actors wrote.  The sha256 of
-    the output is that of its frame list (``<number> <sha256>`` lines), recorded in the manifest
-    with every frame's own.
-    """
-    from pipeline.merge import MergeStats
-    from pipeline.plates.frames import copy_plate
-    from pipeline.plates.sequence import list_frames, parse_sequence_url
-
-    started = time.perf_counter()
-    assert info.sequence is not None
-    source, output = info.sequence.pattern, parse_sequence_url(output_url)
-    frames = dict(written)
-    copies = [n for n in info.sequence.numbers if n not in frames]
-    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="copy") as pool:
-        for number, done in zip(
-            copies,
-            pool.map(lambda n: copy_plate(source.frame_url(n), output.frame_url(n)), copies),
-            strict=True,
-        ):
-            frames[number] = done
-    found = {f.number: f.size for f in list_frames(output)}
-    bad = [n for n in info.sequence.numbers if found.get(n) != frames[n][1]]
-    if bad:
-        raise RecastError(f"{output_url}: frames {frame_runs(bad)} are missing or not the size written")
-    listing = "".join(f"{n} {frames[n][0]}\n" for n in info.sequence.numbers)
-    total = sum(frames[n][1] for n in info.sequence.numbers)
-    stats = MergeStats(frames=len(info.sequence.numbers), bytes=total, seconds=time.perf_counter() - started)
-    logger.info(
-        "%s: %d frames (%d copied from the source) in %.2f s",
-        output_url,
-        stats.frames,
-        len(copies),
-        stats.seconds,
-    )
-    return Published(
-        stats,
-        hashlib.sha256(listing.encode()).hexdigest(),
-        output_fingerprint(output_url),
-        {str(n): frames[n][0] for n in info.sequence.numbers},
-    )
-
-
 class Publisher:
     """Runs merges on a small thread pool so the event loop keeps dispatching meanwhile."""
 
@@ -154,14 +107,46 @@ class Publisher:
         audio_url: str,
         signing: Signing | None,
         window: Window | None = None,
+        passes: dict[str, tuple[list[str], str]] | None = None,
     ) -> Future[Published]:
-        return self._pool.submit(self._merge, segment_urls, info, output_url, audio_url, signing, window)
+        """Merge and publish the output, then each pass (pass -> (its segment URLs, its URL))."""
+        return self._pool.submit(
+            self._merge_all, segment_urls, info, output_url, audio_url, signing, window, passes or {}
+        )
+
+    def _merge_all(
+        self,
+        segment_urls: list[str],
+        info: VideoInfo,
+        output_url: str,
+        audio_url: str,
+        signing: Signing | None,
+        window: Window | None,
+        passes: dict[str, tuple[list[str], str]],
+    ) -> Published:
+        published = self._merge(segment_urls, info, output_url, audio_url, signing, window)
+        if not passes:
+            return published
+        done = {}
+        for name, (urls, url) in passes.items():
+            # The passes are part of the output set: signed like it, published atomically like it.
+            pass_signing = None
+            if signing is not None:
+                pass_signing = (signing[0].model_copy(update={"title": url.rsplit("/", 1)[-1]}), signing[1])
+            done[name] = merge_and_publish(urls, info, url, "", pass_signing, window)
+        return replace(published, passes=done)
 
     def submit_sequence(
-        self, info: VideoInfo, output_url: str, written: dict[int, tuple[str, int]]
+        self,
+        info: VideoInfo,
+        output_url: str,
+        written: dict[int, tuple[str, int]],
+        passes: dict[str, tuple[str, dict[int, tuple[str, int]]]] | None = None,
     ) -> Future[Published]:
-        """Complete an image-sequence output (:func:`complete_sequence`)."""
-        return self._pool.submit(complete_sequence, info, output_url, written)
+        """Complete an image-sequence output and its passes (:func:`cluster.sequences.complete_sequence`)."""
+        from cluster.sequences import complete_sequence
+
+        return self._pool.submit(complete_sequence, info, output_url, written, passes or {})
 
     def remove_later(self, url: str) -> None:
         """Delete ``url`` (recursively) on the publisher's threads; a failure is logged."""

@@ -35,6 +35,10 @@ class ShotRun:
     render_keys: dict[int, RenderKey] = field(default_factory=dict)
     segments: dict[int, SegmentResult] = field(default_factory=dict)
     done: bool = False
+    track_frames: list[Any] = field(default_factory=list)
+    """The ``tracks`` pass's records, from planning until the shot is published."""
+    qc_plan: Any = None
+    """QC's conclusions from tracking and the plan, finished with the actors' measures at publish."""
 
     @property
     def name(self) -> str:

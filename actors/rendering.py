@@ -1,0 +1,109 @@
+"""One chunk's frames rendered batch by batch: faces, marks, mattes when passes or QC need them,
+and the QC measures of every replaced face (:mod:`pipeline.qc.measure`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pipeline.chunking import Chunk
+from pipeline.decode import Frame
+from pipeline.faces.types import FaceTask
+from pipeline.qc.config import QcConfig
+from pipeline.qc.measure import add_identity, measure_frame
+from pipeline.qc.records import FaceMeasure
+
+if TYPE_CHECKING:
+    from pipeline.faces.renderers.base import Renderer
+
+
+@dataclass(frozen=True, eq=False)
+class Rendered:
+    """A frame as rendered: ``out`` None when nothing changed it, ``matte`` None when no face was pasted."""
+
+    frame: Frame
+    out: np.ndarray | None
+    matte: np.ndarray | None
+
+    @property
+    def pixels(self) -> np.ndarray:
+        return self.frame.rgb if self.out is None else self.out
+
+
+@dataclass(frozen=True)
+class IdentityCheck:
+    """How QC measures the output faces' identity: the recognizer and every identity's embedding."""
+
+    embed: Callable[[np.ndarray], np.ndarray]
+    crop_size: int
+    references: Mapping[str, np.ndarray]
+
+
+class BatchRenderer:
+    """``batch -> [Rendered]`` for the process stage of one chunk; QC measures collect in ``measures``."""
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        chunk: Chunk,
+        tasks_per_frame: Sequence[Sequence[FaceTask]],
+        *,
+        mark: Callable[[np.ndarray, Sequence[FaceTask]], np.ndarray] | None,
+        mattes: bool,
+        qc: QcConfig | None,
+        identity: IdentityCheck | None,
+    ) -> None:
+        self.renderer = renderer
+        self.chunk = chunk
+        self.tasks_per_frame = tasks_per_frame
+        self.mark = mark
+        self.mattes = mattes or (qc is not None and qc.enabled)
+        self.qc = qc if qc is not None and qc.enabled else None
+        self.identity = identity
+        self.measures: list[FaceMeasure] = []
+
+    def __call__(self, frames: list[Frame]) -> list[Rendered]:
+        tasks = [self.tasks_per_frame[f.index - self.chunk.start_frame] for f in frames]
+        if not any(tasks) and self.mark is None:
+            return [Rendered(f, None, None) for f in frames]
+        mattes: list[np.ndarray | None] = [None] * len(frames)
+        if not any(tasks):
+            outs = [f.rgb for f in frames]
+        elif self.mattes:
+            outs, mattes = self.renderer.render_with_mattes([f.rgb for f in frames], tasks)
+        else:
+            outs = self.renderer.render([f.rgb for f in frames], tasks)
+        if self.mark is not None:
+            # After the faces are rendered, before encoding: the mark lives in the new faces.
+            outs = [self.mark(out, frame_tasks) for out, frame_tasks in zip(outs, tasks, strict=True)]
+        rendered = [
+            Rendered(f, None if out is f.rgb else out, matte)
+            for f, out, matte in zip(frames, outs, mattes, strict=True)
+        ]
+        if self.qc is not None:
+            self._measure(rendered, tasks)
+        return rendered
+
+    def _measure(self, rendered: list[Rendered], tasks: list[Sequence[FaceTask]]) -> None:
+        assert self.qc is not None
+        batch: list[FaceMeasure] = []
+        for item, frame_tasks in zip(rendered, tasks, strict=True):
+            if frame_tasks:
+                batch.extend(
+                    measure_frame(item.frame.index, item.frame.rgb, item.pixels, item.matte, frame_tasks)
+                )
+        if self.identity is not None and batch:
+            by_index = {item.frame.index: item for item in rendered}
+            batch = add_identity(
+                batch,
+                {i: item.pixels for i, item in by_index.items()},
+                {item.frame.index: t for item, t in zip(rendered, tasks, strict=True)},
+                self.qc.identity_every,
+                self.identity.embed,
+                self.identity.crop_size,
+                self.identity.references,
+            )
+        self.measures.extend(batch)

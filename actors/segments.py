@@ -1,0 +1,95 @@
+"""A video chunk's encoded segments: the output's, and one per compositing pass (ProRes 4444).
+
+Each segment is encoded to a local file, hashed, then uploaded whole to the job's work
+area; the driver merges every kind's segments like the output's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+from actors.rendering import Rendered
+from pipeline import storage
+from pipeline.chunking import Chunk
+from pipeline.decode import Frame
+from pipeline.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
+from pipeline.hashing import sha256_file
+from pipeline.passes.layers import video_pass_frames
+from pipeline.probe import VideoInfo
+
+VIDEO_PASSES = ("matte", "face")
+"""Passes written as movies with the output (``tracks`` is written by the driver)."""
+
+
+def pass_segment_url(segment_url: str, name: str) -> str:
+    """``…/00003-<key>.mp4`` -> ``…/00003-<key>.<name>.mov``."""
+    return os.path.splitext(segment_url)[0] + f".{name}.mov"
+
+
+def pass_encoder(info: VideoInfo) -> tuple[VideoInfo, EncoderChoice]:
+    """The 16-bit RGB source description and ProRes 4444 (with alpha) encoder of the pass movies."""
+    deep = dataclasses.replace(info, bit_depth=16, pix_fmt="yuva444p10le")
+    choice = choose_encoder(EncodeSettings(codec="prores_4444"), deep)
+    return deep, dataclasses.replace(choice, pix_fmt="yuva444p10le")
+
+
+class ChunkSegments:
+    """The output's segment writer plus one per pass, fed :class:`Rendered` frames in order."""
+
+    def __init__(
+        self,
+        folder: str,
+        info: VideoInfo,
+        encoder: EncoderChoice,
+        chunk: Chunk,
+        passes: Sequence[str],
+        *,
+        threads: int = 0,
+    ) -> None:
+        self.folder = folder
+        self.written = 0
+        self._stack = contextlib.ExitStack()
+        self.paths = {"": os.path.join(folder, f"segment.{encoder.container}")}
+        self.writers = {"": SegmentWriter(self.paths[""], info, encoder, chunk, threads=threads)}
+        self._stack.enter_context(self.writers[""])
+        names = [p for p in passes if p in VIDEO_PASSES]
+        if names:
+            deep, choice = pass_encoder(info)
+            for name in names:
+                self.paths[name] = os.path.join(folder, f"segment.{name}.mov")
+                self.writers[name] = SegmentWriter(self.paths[name], deep, choice, chunk, threads=threads)
+                self._stack.enter_context(self.writers[name])
+
+    def write(self, item: Rendered) -> None:
+        frame = item.frame
+        out = Frame(index=frame.index, pts=frame.pts, rgb=item.pixels, alpha=frame.alpha)
+        self.writers[""].write(out)
+        if len(self.writers) > 1:
+            layers = video_pass_frames(frame, item.pixels, item.matte)
+            for name, writer in self.writers.items():
+                if name:
+                    writer.write(layers[name])
+        self.written += 1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stack.__exit__(exc_type, exc, tb)
+
+    def upload(self, segment_url: str) -> dict[str, tuple[str, str, int]]:
+        """Upload every closed segment next to ``segment_url``: kind -> (url, sha256, bytes)."""
+        out = {}
+        for name, path in self.paths.items():
+            url = pass_segment_url(segment_url, name) if name else segment_url
+            digest, size = sha256_file(path), os.path.getsize(path)
+            storage.publish_file(path, url)
+            out[name] = (url, digest, size)
+        return out

@@ -1,0 +1,132 @@
+"""The ``tracks`` pass: every track's faces per frame as JSON lines, and a Nuke ``.chan`` per track.
+
+A record per track per frame in the track's span::
+
+    {"track": 3, "frame": 1012, "state": "detected", "identity": "hero", "similarity": 0.71,
+     "box": [x1, y1, x2, y2], "landmarks_raw": [[x, y] x 5], "landmarks": [[x, y] x 5]}
+
+``state``: ``detected`` (the face was found and replaced), ``bridged`` (not found,
+replaced from its neighbours), ``missing`` (neither: left as the plate).  ``landmarks_raw``
+are the detector's, ``landmarks`` the smoothed ones that were rendered; ``similarity`` is
+the output face's cosine to the identity where QC measured it.
+
+The ``.chan`` file has one line per frame with a face: ``frame tx ty tz rx ry rz sx sy sz``,
+the face's similarity transform (the 112 px ArcFace template placed on the face):
+translation of the template's centre in Nuke's pixel coordinates (origin bottom left,
+y up), rotation about z in degrees (counter-clockwise in Nuke's view), uniform scale
+relative to the template; tz, rx, ry are 0 and sz is 1.  Nuke's Axis and Camera read the
+first six columns; a Transform can be driven from them with an expression.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.faces.align import estimate_similarity, invert_affine, template_points
+from pipeline.faces.types import Face, FaceTask
+
+TEMPLATE_SIZE = 112
+
+
+@dataclass(frozen=True)
+class TrackFrame:
+    """One track in one frame (the ``tracks`` pass's record)."""
+
+    track: int
+    frame: int
+    state: str
+    identity: str | None
+    similarity: float | None
+    box: list[float] | None
+    landmarks_raw: list[list[float]] | None
+    landmarks: list[list[float]] | None
+
+
+def face_transform(landmarks: np.ndarray, height: int) -> tuple[float, float, float, float]:
+    """(tx, ty, rotation degrees, scale) of the template placed on ``landmarks``, in Nuke's coordinates."""
+    to_crop = estimate_similarity(np.asarray(landmarks, np.float64), TEMPLATE_SIZE, "arcface")
+    to_frame = invert_affine(to_crop)
+    centre = to_frame @ np.array([TEMPLATE_SIZE / 2, TEMPLATE_SIZE / 2, 1.0])
+    a, b = float(to_frame[0, 0]), float(to_frame[1, 0])
+    scale = math.hypot(a, b)
+    # Image rotation (y down) is the negative of Nuke's (y up).
+    degrees = -math.degrees(math.atan2(b, a))
+    return float(centre[0]), float(height - centre[1]), degrees, scale
+
+
+def track_frames(
+    numbers: Sequence[int],
+    faces: Sequence[Sequence[Face]],
+    track_ids: Sequence[Sequence[int]],
+    tasks: Sequence[Sequence[FaceTask]],
+    parts: Mapping[int, Sequence[int]],
+    identities: Mapping[int, str | None],
+    similarity: Mapping[tuple[int, int], float],
+) -> Iterator[TrackFrame]:
+    """Every plan track's record in every frame of its span.
+
+    ``numbers[i]``: frame number of analysed frame i; ``faces``/``track_ids``: the detections
+    and their tracker ids; ``tasks``: what was rendered (plan track ids); ``parts``: plan track
+    -> tracker ids stitched into it; ``identities``: plan track -> identity (None: untouched);
+    ``similarity``: (plan track, frame index) -> the output face's cosine to its identity.
+    """
+    owner = {part: track for track, ids in parts.items() for part in ids}
+    spans: dict[int, list[int]] = {}
+    raw: dict[tuple[int, int], Face] = {}
+    for i, (frame_faces, ids) in enumerate(zip(faces, track_ids, strict=True)):
+        for face, tid in zip(frame_faces, ids, strict=True):
+            track = owner.get(int(tid), int(tid))
+            raw[(track, i)] = face
+            spans.setdefault(track, [i, i])[1] = i
+    rendered = {(t.track_id, i): t for i, frame_tasks in enumerate(tasks) for t in frame_tasks}
+    for track, i in rendered:
+        span = spans.setdefault(track, [i, i])
+        span[0], span[1] = min(span[0], i), max(span[1], i)
+    for track in sorted(spans):
+        first, last = spans[track]
+        for i in range(first, last + 1):
+            found, task = raw.get((track, i)), rendered.get((track, i))
+            state = "detected" if found is not None else ("bridged" if task is not None else "missing")
+            if found is not None and task is None and identities.get(track) is not None:
+                state = "missing"  # found but not replaced
+            yield TrackFrame(
+                track=track,
+                frame=int(numbers[i]),
+                state=state,
+                identity=identities.get(track),
+                similarity=similarity.get((track, i)),
+                box=_floats(task.box if task is not None else found.box if found is not None else None),
+                landmarks_raw=None if found is None else np.asarray(found.landmarks, float).round(3).tolist(),
+                landmarks=None if task is None else np.asarray(task.landmarks, float).round(3).tolist(),
+            )
+
+
+def _floats(values: np.ndarray | None) -> list[float] | None:
+    return None if values is None else [round(float(v), 3) for v in values]
+
+
+def jsonl(records: Sequence[TrackFrame]) -> bytes:
+    """The records as JSON lines."""
+    return "".join(json.dumps(r.__dict__, separators=(",", ":")) + "\n" for r in records).encode()
+
+
+def chan(records: Sequence[TrackFrame], height: int) -> bytes:
+    """One track's ``.chan`` lines (frames with rendered landmarks, else the detector's)."""
+    lines = []
+    for r in records:
+        marks = r.landmarks if r.landmarks is not None else r.landmarks_raw
+        if marks is None:
+            continue
+        tx, ty, rz, s = face_transform(np.asarray(marks), height)
+        lines.append(f"{r.frame} {tx:.4f} {ty:.4f} 0 0 0 {rz:.4f} {s:.6f} {s:.6f} 1\n")
+    return "".join(lines).encode()
+
+
+def template_centre() -> np.ndarray:
+    """The ArcFace template's points (for tests that place a face by transform)."""
+    return template_points(TEMPLATE_SIZE, "arcface")
