@@ -156,6 +156,7 @@ def paste_back(
     blur: float = 0.08,
     box: np.ndarray | None = None,
     box_margin: float = PASTE_BOX_MARGIN,
+    matte: np.ndarray | None = None,
 ) -> np.ndarray:
     """Blend ``crop`` (aligned with ``affine``: frame -> crop) into ``frame`` in place.
 
@@ -164,7 +165,14 @@ def paste_back(
     face-shape masks).  When ``box`` (x1, y1, x2, y2) is given, nothing outside the box
     grown by ``box_margin`` of its size on each side is touched, and the paste fades
     out before that limit (:func:`box_fade`).  Returns ``frame``.
+
+    ``matte`` (H, W) float32 in [0, 1], when given, takes this paste's per-pixel alpha
+    ``a`` (the one the blend used) in place, composed "over" what it holds:
+    ``matte + a * (1 - matte)``, i.e. ``1 - (1 - matte) * (1 - a)``.  Handed to
+    successive pastes it holds the exact blend mask of all of them (see :func:`accumulate_matte`).
     """
+    if matte is not None:
+        check_matte(matte, frame.shape[:2])
     size = crop.shape[0]
     region = paste_region(affine, size, frame.shape[:2], box, box_margin)
     if region is None:
@@ -197,4 +205,24 @@ def paste_back(
     if top is not None:
         blended = np.clip(np.rint(blended), 0.0, top)
     frame[y0:y1, x0:x1] = blended.astype(frame.dtype)
+    if matte is not None:
+        accumulate_matte(matte[y0:y1, x0:x1], warped_alpha)
     return frame
+
+
+def accumulate_matte(matte: np.ndarray, alpha: np.ndarray) -> None:
+    """``matte`` (in place) composed with one more paste's ``alpha``: ``1 - (1 - matte) * (1 - alpha)``.
+
+    Written as ``matte + alpha * (1 - matte)``, the same value, because on a zero matte
+    it gives ``alpha`` bit for bit: a region pasted once has the very alpha its blend
+    used.  Stays in [0, 1] when both are.
+    """
+    matte += alpha * (1.0 - matte)
+
+
+def check_matte(matte: np.ndarray, frame_hw: tuple[int, ...]) -> None:
+    """ValueError unless ``matte`` is a float32 array of the frame's height and width."""
+    if matte.dtype != np.float32 or matte.shape != tuple(frame_hw):
+        raise ValueError(
+            f"matte must be float32 {tuple(frame_hw)} like the frame, got {matte.dtype} {matte.shape}"
+        )

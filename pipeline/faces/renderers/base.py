@@ -4,6 +4,9 @@ A renderer replaces the faces named by :class:`~pipeline.faces.types.FaceTask` l
 frame batch by frame batch: ``render(frames, tasks)`` takes numpy RGB frames (uint8 or
 uint16) and one task list per frame, and returns the frames with every task's face
 replaced; frames without tasks come back as the very same arrays.
+``render_with_mattes(frames, tasks)`` returns the same frames and, per frame, the
+exact blend mask ("matte", (H, W) float32 in [0, 1]) of every paste into it, for
+compositing passes; None for a frame without tasks.
 """
 
 from __future__ import annotations
@@ -34,6 +37,17 @@ class Renderer(Protocol):
 
     def render(self, frames: Sequence[np.ndarray], tasks: Sequence[Sequence[FaceTask]]) -> list[np.ndarray]:
         """Frames with every task's face replaced; frames without tasks pass through as is."""
+        ...
+
+    def render_with_mattes(
+        self, frames: Sequence[np.ndarray], tasks: Sequence[Sequence[FaceTask]]
+    ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+        """``render``'s frames (bit-identical), and per frame its matte or None (no tasks).
+
+        A matte is the alpha of every paste into the frame (swap, then enhance; occlusion
+        masks included), composed in paste order as ``1 - (1 - matte) * (1 - alpha)``:
+        where it is 0 the frame is unchanged.
+        """
         ...
 
 

@@ -38,9 +38,26 @@ class FaceRenderer(RendererBase):
 
     def render(self, frames: Sequence[np.ndarray], tasks: Sequence[Sequence[FaceTask]]) -> list[np.ndarray]:
         """Frames with every task's face replaced; frames without tasks pass through as is."""
+        return self._render(frames, tasks, mattes=False)[0]
+
+    def render_with_mattes(
+        self, frames: Sequence[np.ndarray], tasks: Sequence[Sequence[FaceTask]]
+    ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+        """What :meth:`render` returns, and per frame the (H, W) float32 matte it was blended with.
+
+        A frame's matte is the alpha of every paste into it (swap, then enhance),
+        composed "over" in paste order; None for a frame without tasks.
+        """
+        return self._render(frames, tasks, mattes=True)
+
+    def _render(
+        self, frames: Sequence[np.ndarray], tasks: Sequence[Sequence[FaceTask]], *, mattes: bool
+    ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+        """Rendered frames, and their mattes when ``mattes`` (else a None per frame)."""
         self.check_tasks(len(frames), tasks)
+        no_mattes: list[np.ndarray | None] = [None] * len(frames)
         if not any(tasks):
-            return list(frames)
+            return list(frames), no_mattes
 
         started = time.perf_counter()
         items: list[RenderItem] = []
@@ -70,19 +87,22 @@ class FaceRenderer(RendererBase):
 
         started = time.perf_counter()
         out = list(frames)
+        matte = no_mattes.copy()
         for index in {item.frame for item in items}:
             out[index] = frames[index].copy()
+            if mattes:
+                matte[index] = np.zeros(frames[index].shape[:2], np.float32)
         for k, item in enumerate(items):
             result = swapped[k].astype(np.float32)
             if self.config.color_match:
                 result = match_color(result, crops8[k], self._inner)
             mask = None if masks is None else masks[k]
-            self._paste(out[item.frame], item, crops[k], result, crops8[k], mask)
+            self._paste(out[item.frame], item, crops[k], result, crops8[k], mask, matte[item.frame])
         self.stage_seconds["paste"] += time.perf_counter() - started
 
         if self.config.enhance:
-            self._enhance(out, items)
-        return out
+            self._enhance(out, items, matte)
+        return out, matte
 
     def _paste(
         self,
@@ -92,8 +112,12 @@ class FaceRenderer(RendererBase):
         result8: np.ndarray,
         crop8: np.ndarray,
         mask: np.ndarray | None,
+        matte: np.ndarray | None,
     ) -> None:
-        """Paste a model result (uint8 scale, float) at the frame's full depth (``crop``: the frame's dtype)."""
+        """Paste a model result (uint8 scale, float) at the frame's full depth (``crop``: the frame's dtype).
+
+        ``matte``: the frame's matte, which takes this paste's alpha (None: not kept).
+        """
         if frame.dtype == np.uint8:
             full = result8
         else:
@@ -107,6 +131,7 @@ class FaceRenderer(RendererBase):
             erode=self.config.mask_erode,
             blur=self.config.mask_blur,
             box=item.task.box,
+            matte=matte,
         )
 
     def _occlusion_masks(self, frames: Sequence[np.ndarray], items: list[RenderItem]) -> np.ndarray:
@@ -129,7 +154,9 @@ class FaceRenderer(RendererBase):
             masks = np.stack([cv2.resize(m, (self.crop_size, self.crop_size)) for m in masks])
         return np.clip(masks, 0.0, 1.0).astype(np.float32)
 
-    def _enhance(self, out: list[np.ndarray], items: list[RenderItem]) -> None:
+    def _enhance(
+        self, out: list[np.ndarray], items: list[RenderItem], matte: list[np.ndarray | None]
+    ) -> None:
         """Restore the pasted faces with the enhancer (FFHQ-aligned), blended by ``enhance_blend``."""
         enhancer = cast("Enhancer", self.models.enhancer)  # checked by RendererBase
         size = int(enhancer.crop_size)
@@ -153,5 +180,5 @@ class FaceRenderer(RendererBase):
         blend = self.config.enhance_blend
         for k, region in enumerate(regions):
             result = crops8[k].astype(np.float32) * (1.0 - blend) + enhanced[k].astype(np.float32) * blend
-            self._paste(out[region.frame], region, crops[k], result, crops8[k], None)
+            self._paste(out[region.frame], region, crops[k], result, crops8[k], None, matte[region.frame])
         self.stage_seconds["paste"] += time.perf_counter() - started

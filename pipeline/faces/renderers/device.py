@@ -36,6 +36,10 @@ device through page-locked host buffers that the renderer keeps and reuses: the
 frames are copied into them once, uploaded without a staging copy, and the results
 come back the same way.
 
+Mattes (:meth:`DeviceFaceRenderer.render_with_mattes`): the alpha of every paste is
+composed into one (N, H, W) float32 tensor on the device as the faces are pasted,
+and downloaded once per batch, after the frames.
+
 Occlusion masks (``faces.occlusion``) are not implemented on this path and are refused.
 """
 
@@ -118,33 +122,17 @@ class DeviceFaceRenderer(RendererBase):
         Frames with tasks are uploaded in one batch, rendered and downloaded; frames
         without tasks are returned as the very same arrays.
         """
-        self.check_tasks(len(frames), tasks)
-        busy = [i for i, t in enumerate(tasks) if t]
-        if not busy:
-            return list(frames)
-        first = frames[busy[0]]
-        for i in busy:
-            frame = frames[i]
-            check_frame(frame)
-            if frame.shape != first.shape or frame.dtype != first.dtype:
-                raise ValueError(
-                    f"frames with faces must share shape and dtype: {first.shape} {first.dtype} "
-                    f"vs {frame.shape} {frame.dtype}"
-                )
-        batch = [frames[i] for i in busy]
-        if self._staging is not None:
-            rendered = self.render_tensor(self._staging.upload(batch), [tasks[i] for i in busy])
-            host = self._staging.download(rendered, first.dtype)
-        else:
-            stack = np.stack(batch)
-            if stack.dtype == np.uint16:
-                stack = stack.astype(np.int32)  # torch has few uint16 operations; int32 holds the values
-            rendered = self.render_tensor(torch.from_numpy(stack).to(self.device), [tasks[i] for i in busy])
-            host = rendered.cpu().numpy().astype(first.dtype, copy=False)
-        out = list(frames)
-        for k, i in enumerate(busy):
-            out[i] = host[k]
-        return out
+        return self._render_frames(frames, tasks, mattes=False)[0]
+
+    def render_with_mattes(
+        self, frames: Sequence[np.ndarray], tasks: Sequence[Sequence[FaceTask]]
+    ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+        """What :meth:`render` returns, and per frame the (H, W) float32 matte it was blended with.
+
+        A frame's matte is the alpha of every paste into it (swap, then enhance),
+        composed "over" in paste order on the device; None for a frame without tasks.
+        """
+        return self._render_frames(frames, tasks, mattes=True)
 
     def render_tensor(self, frames: torch.Tensor, tasks: Sequence[Sequence[FaceTask]]) -> torch.Tensor:
         """Frames (N, H, W, 3) on the device with every task's face replaced; same dtype and device.
@@ -160,7 +148,58 @@ class DeviceFaceRenderer(RendererBase):
             return self._render(frames, tasks)
 
     # ------------------------------------------------------------------ steps
-    def _render(self, frames: torch.Tensor, tasks: Sequence[Sequence[FaceTask]]) -> torch.Tensor:
+    def _render_frames(
+        self, frames: Sequence[np.ndarray], tasks: Sequence[Sequence[FaceTask]], *, mattes: bool
+    ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+        """Numpy frames rendered through one device batch, and their mattes when ``mattes``."""
+        self.check_tasks(len(frames), tasks)
+        busy = [i for i, t in enumerate(tasks) if t]
+        no_mattes: list[np.ndarray | None] = [None] * len(frames)
+        if not busy:
+            return list(frames), no_mattes
+        first = frames[busy[0]]
+        for i in busy:
+            frame = frames[i]
+            check_frame(frame)
+            if frame.shape != first.shape or frame.dtype != first.dtype:
+                raise ValueError(
+                    f"frames with faces must share shape and dtype: {first.shape} {first.dtype} "
+                    f"vs {frame.shape} {frame.dtype}"
+                )
+        batch = [frames[i] for i in busy]
+        batch_tasks = [tasks[i] for i in busy]
+        if self._staging is not None:
+            uploaded = self._staging.upload(batch)
+        else:
+            stack = np.stack(batch)
+            if stack.dtype == np.uint16:
+                stack = stack.astype(np.int32)  # torch has few uint16 operations; int32 holds the values
+            uploaded = torch.from_numpy(stack).to(self.device)
+        if mattes:
+            self._check(uploaded, batch_tasks)
+            with torch.inference_mode():
+                matte = torch.zeros(uploaded.shape[:3], dtype=torch.float32, device=self.device)
+                rendered = self._render(uploaded, batch_tasks, matte)
+        else:
+            matte = None
+            rendered = self.render_tensor(uploaded, batch_tasks)
+        if self._staging is not None:
+            host = self._staging.download(rendered, first.dtype)
+        else:
+            host = rendered.cpu().numpy().astype(first.dtype, copy=False)
+        host_matte = None if matte is None else matte.cpu().numpy()  # once per batch, after the frames
+        out = list(frames)
+        out_matte = no_mattes.copy()
+        for k, i in enumerate(busy):
+            out[i] = host[k]
+            if host_matte is not None:
+                out_matte[i] = host_matte[k]
+        return out, out_matte
+
+    def _render(
+        self, frames: torch.Tensor, tasks: Sequence[Sequence[FaceTask]], matte: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The rendered frames; ``matte`` (N, H, W) float32, when given, takes every paste's alpha."""
         in_dtype = frames.dtype
         deep = in_dtype in DEEP_DTYPES
         work = frames.to(torch.int32) if in_dtype == torch.uint16 else frames.clone()
@@ -185,15 +224,21 @@ class DeviceFaceRenderer(RendererBase):
         started = self._clock()
         result8 = match_color(swapped8, crop8, self._inner) if self.config.color_match else swapped8
         full = crop_full + (result8 - crop8) * (top / 255.0) if deep else result8
-        paste_faces(work, items, full, self._alpha, top, self._upload)
+        paste_faces(work, items, full, self._alpha, top, self._upload, matte)
         self.stage_seconds["paste"] += self._clock() - started
 
         if self.enhancer is not None:
-            self._enhance(self.enhancer, work, items, deep, top)
+            self._enhance(self.enhancer, work, items, deep, top, matte)
         return work.to(in_dtype) if work.dtype != in_dtype else work
 
     def _enhance(
-        self, enhancer: Enhancer, work: torch.Tensor, items: list[RenderItem], deep: bool, top: float
+        self,
+        enhancer: Enhancer,
+        work: torch.Tensor,
+        items: list[RenderItem],
+        deep: bool,
+        top: float,
+        matte: torch.Tensor | None,
     ) -> None:
         """Restore the pasted faces (FFHQ-aligned crops), blended by ``enhance_blend``."""
         started = self._clock()
@@ -214,7 +259,7 @@ class DeviceFaceRenderer(RendererBase):
         result8 = crop8 * (1.0 - blend) + enhanced8 * blend
         full = crop_full + (result8 - crop8) * (top / 255.0) if deep else result8
         assert self._enhance_alpha is not None
-        paste_faces(work, regions, full, self._enhance_alpha, top, self._upload)
+        paste_faces(work, regions, full, self._enhance_alpha, top, self._upload, matte)
         self.stage_seconds["paste"] += self._clock() - started
 
     # ------------------------------------------------------------------ helpers

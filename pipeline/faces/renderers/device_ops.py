@@ -16,7 +16,8 @@ code value; ``tests/pipeline/faces/test_device_render.py`` measures it):
   inside the paste region (the crop's footprint clipped to the face box grown by 0.25
   per side and to the frame, as ``paste_back(box=...)``), blended with the warped
   feather mask (zero outside the crop), rounded and clipped.  Faces are pasted one
-  after another, so overlapping faces compose exactly as in the CPU path.
+  after another, so overlapping faces compose exactly as in the CPU path; so do their
+  alphas in the optional matte (``paste_back(matte=...)``).
 
 ``upload`` is how a small host array reaches the device (the renderer's, through
 pinned memory on CUDA).
@@ -81,10 +82,21 @@ def paste_faces(
     alpha: torch.Tensor,
     top: float,
     upload: Upload,
+    matte: torch.Tensor | None = None,
 ) -> None:
-    """Blend each face's ``full`` (F, 3, S, S, frame value scale) into ``work`` in place, in order."""
+    """Blend each face's ``full`` (F, 3, S, S, frame value scale) into ``work`` in place, in order.
+
+    ``matte`` (N, H, W) float32, one per frame of ``work``, when given takes each
+    paste's alpha ``a`` in place as ``matte + a * (1 - matte)``
+    (:func:`~pipeline.faces.blend.accumulate_matte`).
+    """
     size = int(full.shape[-1])
     height, width = int(work.shape[1]), int(work.shape[2])
+    if matte is not None and (matte.dtype != torch.float32 or matte.shape != work.shape[:3]):
+        raise ValueError(
+            f"matte must be float32 {tuple(work.shape[:3])} like the frames, "
+            f"got {matte.dtype} {tuple(matte.shape)}"
+        )
     keep: list[int] = []
     boxes: list[tuple[int, int, int, int]] = []
     for k, item in enumerate(items):
@@ -117,6 +129,9 @@ def paste_faces(
         roi = work[items[k].frame, y0:y1, x0:x1]
         blended = roi.float() * (1.0 - a) + face * a
         roi.copy_(torch.round(blended).clamp(0.0, top).to(work.dtype))
+        if matte is not None:
+            covered = matte[items[k].frame, y0:y1, x0:x1]
+            covered.add_(a[..., 0] * (1.0 - covered))
 
 
 def match_color(src: torch.Tensor, ref: torch.Tensor, inner: torch.Tensor) -> torch.Tensor:
