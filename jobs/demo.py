@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 import time
+from typing import Any
 
 import av
 import cv2
@@ -36,9 +37,9 @@ def write_demo_inputs(out_dir: str, *, seconds: float, width: int, height: int, 
     """The plate and the source picture (the plate is regenerated only when its settings change)."""
     plate = os.path.join(out_dir, "plates", f"{SHOT}.mp4")
     stamp = os.path.join(out_dir, "plates", f"{SHOT}.json")
-    settings = {"seconds": seconds, "width": width, "height": height, "fps": fps}
+    settings = {"seconds": seconds, "width": width, "height": height, "fps": fps, "challenge": 1}
     if not (os.path.exists(plate) and _read_json(stamp) == settings):
-        make_face_clip(plate, seconds=seconds, width=width, height=height, fps=fps)
+        make_face_clip(plate, seconds=seconds, width=width, height=height, fps=fps, challenge=True)
         with open(stamp, "w") as fh:
             json.dump(settings, fh)
     source = write_source_image(os.path.join(out_dir, "source.jpg"))
@@ -56,7 +57,8 @@ def demo_spec(out_dir: str, plate: str, source: str, *, actors: int, cpus: int) 
     return {
         "job_id": "demo",
         "shots": [{"name": SHOT, "url": plate}],
-        "identities": {"hero": {"images": [source], "face_index": 0}},
+        # face 1 of the sample picture: frontal, eyes open (the preview swapper copies the source's expression)
+        "identities": {"hero": {"images": [source], "face_index": 1}},
         "selection": {"mode": "all", "source": "hero"},
         "models": {"pack": "builtin:default"},
         "output": {"url": os.path.join(out_dir, "{shot}.mp4"), "codec": "h264", "if_exists": "overwrite"},
@@ -77,6 +79,25 @@ def before_after(plate: str, output: str, png: str, frame_index: int) -> None:
 
     image = np.hstack([frame(plate), frame(output)])
     cv2.imwrite(png, cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+
+
+def qc_lines(summary: Any) -> str:
+    """The QC review list of each shot, most severe first (the report shows it with thumbnails)."""
+    lines = []
+    for shot in summary.shots:
+        flags = (shot.qc or {}).get("flags", [])
+        lines.append(f"QC {shot.name}: {len(flags)} flag(s) to review" + (":" if flags else ""))
+        for flag in flags[:8]:
+            frames = (
+                str(flag["first"]) if flag["first"] == flag["last"] else f"{flag['first']}-{flag['last']}"
+            )
+            track = "" if flag["track"] is None else f" track {flag['track']}"
+            lines.append(
+                f"  frames {frames}{track}: {flag['reason']} ({flag['detail'] or round(flag['value'], 3)})"
+            )
+        if len(flags) > 8:
+            lines.append(f"  ... {len(flags) - 8} more in the report")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
     print(summary.table())
+    print(qc_lines(summary))
     data = summary.to_dict()
     if summary.first_chunk_seconds is not None:
         data["submit_to_first_chunk_seconds"] = round(job_started - started + summary.first_chunk_seconds, 3)

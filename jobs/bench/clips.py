@@ -62,12 +62,18 @@ def make_face_clip(
     gop: int = 48,
     audio: bool = True,
     timecode: str | None = "01:00:00:00",
+    challenge: bool = False,
 ) -> str:
-    """Write the animated astronaut clip to the local ``path`` (H.264 yuv420p BT.709 + AAC tone)."""
+    """Write the animated astronaut clip to the local ``path`` (H.264 yuv420p BT.709 + AAC tone).
+
+    ``challenge``: a hand-like occluder sweeps over the face (30-40 % of the clip) and a second
+    real face (from insightface's sample picture) crosses it (60-78 %): what QC must flag.
+    """
     if width % 2 or height % 2:
         raise ValueError(f"width and height must be even, got {width}x{height}")
     image = astronaut_rgb()
     frames = max(1, round(seconds * fps))
+    other = second_face(height) if challenge else None
     os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
     tb = Fraction(1, fps * 512)
     with av.open(path, mode="w") as out:
@@ -89,7 +95,10 @@ def make_face_clip(
             astream = out.add_stream("aac", rate=48000)
             astream.layout = "mono"
         for i in range(frames):
-            rgb = pan_zoom_frame(image, i / max(1, frames - 1) if frames > 1 else 0.0, width, height)
+            t = i / max(1, frames - 1) if frames > 1 else 0.0
+            rgb = pan_zoom_frame(image, t, width, height)
+            if other is not None:
+                rgb = challenge_frame(rgb, other, t)
             frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(
                 format="yuv420p",
                 src_colorspace="ITU709",
@@ -118,6 +127,46 @@ def mux_mono_audio(out: Any, stream: Any, samples: np.ndarray) -> None:
         frame.time_base = Fraction(1, 48000)
         out.mux(stream.encode(frame))
     out.mux(stream.encode(None))
+
+
+OCCLUDER_SPAN = (0.30, 0.40)
+"""Part of a challenge clip (0-1) during which the occluder sweeps across the frame."""
+CROSSING_SPAN = (0.60, 0.78)
+"""Part of a challenge clip during which the second face crosses the frame."""
+
+
+def second_face(height: int) -> np.ndarray:
+    """A second real face (the sample picture's face 4, with some hair and shoulders), 0.45 of ``height``."""
+    picture = cv2.cvtColor(cv2.imread(insightface_image("t1.jpg")), cv2.COLOR_BGR2RGB)
+    crop = picture[110:320, 235:405]
+    side = max(16, int(height * 0.45))
+    return cv2.resize(crop, (side * crop.shape[1] // crop.shape[0], side), interpolation=cv2.INTER_AREA)
+
+
+def challenge_frame(rgb: np.ndarray, other: np.ndarray, t: float) -> np.ndarray:
+    """``rgb`` with the occluder or the crossing face drawn at clip phase ``t``."""
+    height, width = rgb.shape[:2]
+    out = rgb.copy()
+    if OCCLUDER_SPAN[0] <= t <= OCCLUDER_SPAN[1]:
+        u = (t - OCCLUDER_SPAN[0]) / (OCCLUDER_SPAN[1] - OCCLUDER_SPAN[0])
+        cx, half = int(-0.1 * width + u * 1.2 * width), int(0.09 * width)
+        # A hand: a skin-toned bar with darker fingers' gaps, over the face's height.
+        top, bottom = int(0.12 * height), int(0.88 * height)
+        x0, x1 = max(0, cx - half), min(width, cx + half)
+        if x1 > x0:
+            out[top:bottom, x0:x1] = (196, 150, 120)
+            for k in range(1, 4):
+                gap = x0 + k * (x1 - x0) // 4
+                out[top : top + (bottom - top) // 3, max(0, gap - 1) : gap + 1] = (120, 80, 60)
+    if CROSSING_SPAN[0] <= t <= CROSSING_SPAN[1]:
+        u = (t - CROSSING_SPAN[0]) / (CROSSING_SPAN[1] - CROSSING_SPAN[0])
+        h, w = other.shape[:2]
+        x0 = int(-w + u * (width + w))
+        y0 = max(0, int(0.3 * height - 0.5 * h))
+        sx0, sx1 = max(0, -x0), min(w, width - x0)
+        if sx1 > sx0:
+            out[y0 : y0 + h, x0 + sx0 : x0 + sx1] = other[:, sx0:sx1]
+    return out
 
 
 def insightface_image(name: str = "t1.jpg") -> str:
