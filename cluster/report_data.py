@@ -16,6 +16,8 @@ from pipeline.thumbnails import Thumb
 
 REPORT_SCHEMA = 1
 CPU_PROVIDER = "CPUExecutionProvider"
+REVIEW_ROWS = 100
+"""At most this many flags per shot in the report's review list (the worst; all stay in ``qc``)."""
 
 
 class TimelineEntry(TypedDict, total=False):
@@ -69,6 +71,7 @@ def report_data(
         shot["retries"] = int(retries.get(name, 0))
         shot["warnings"] = _shot_warnings(shot, failed.get(name, []), cpu_fallback)
         shot["thumbnails"] = [t.frame for t in (thumbs or {}).get(name, ())]
+        shot["review"] = review_rows(shot.get("qc"), shot["thumbnails"])
     stages = dict(stage_seconds) if stage_seconds is not None else _total_stages(shots)
     report = {
         "schema": REPORT_SCHEMA,
@@ -81,6 +84,31 @@ def report_data(
         "timeline": entries,
     }
     return report
+
+
+def review_rows(qc: Mapping[str, Any] | None, thumbnails: Sequence[int]) -> list[dict[str, Any]]:
+    """The worst flags of a shot's QC (``ShotQC.to_dict()``), each with the thumbnail to show.
+
+    Flags carry frame numbers, thumbnails source positions: frame ``numbers[i]`` is position
+    ``first + i``.  ``thumbnail`` is the thumbnail's position inside the flag's frames nearest
+    its worst frame, or None.
+    """
+    if not qc:
+        return []
+    numbers = list(qc.get("series", {}).get("numbers", []))
+    index = {int(n): i for i, n in enumerate(numbers)}
+    first = int(qc.get("first", 0))
+    available = sorted(int(t) for t in thumbnails)
+    rows = []
+    for flag in list(qc.get("flags", []))[:REVIEW_ROWS]:
+        a, b = index.get(int(flag["first"])), index.get(int(flag["last"]))
+        peak = index.get(int(flag.get("extra", {}).get("peak", flag["first"])), a)
+        thumb = None
+        if a is not None and b is not None and peak is not None:
+            inside = [p for p in available if first + a <= p <= first + b]
+            thumb = min(inside, key=lambda p: abs(p - first - peak)) if inside else None
+        rows.append({**flag, "thumbnail": thumb})
+    return rows
 
 
 def actor_busy_ratios(timeline: Sequence[Mapping[str, Any]], until: float | None = None) -> dict[str, float]:

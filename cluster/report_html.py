@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cluster.report_data import CPU_PROVIDER, actor_busy_ratios
+from cluster.report_qc import CSS as QC_CSS
+from cluster.report_qc import qc_sections
 from pipeline.thumbnails import Thumb
 
 # While a job runs, the page reloads itself so a producer can leave it open.
@@ -94,13 +96,15 @@ def render_html(report: Mapping[str, Any], thumbs: Mapping[str, Sequence[Thumb]]
         CSP_META,
         '<meta name="viewport" content="width=device-width,initial-scale=1">',
         refresh,
-        f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>",
+        f"<title>{_e(title)}</title><style>{CSS}{QC_CSS}</style></head><body><main>",
         f"<h1>{_e(title)}</h1>",
         _meta_line(report, job),
         _banner(job, shots, state, int(report.get("retries", 0))),
         _warnings(job, shots),
         "<h2>Shots</h2>",
         _shot_table(shots),
+        '<h2 id="review">Frames to review</h2>' if any(s.get("qc") for s in shots) else "",
+        qc_sections(shots, thumbs) if any(s.get("qc") for s in shots) else "",
         "<h2>Where the time went</h2>",
         _stage_chart(report.get("stage_seconds", {})),
         "<h2>Chunks per actor</h2>",

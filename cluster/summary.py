@@ -45,6 +45,8 @@ class ShotSummary:
     analyses_reused: int = 0
     reused: bool = False
     """True when the published output of an earlier run of the same job was kept as it is."""
+    qc: dict[str, Any] | None = None
+    """``ShotQC.to_dict()``: the frames a supervisor should look at (None: QC did not run)."""
 
     @property
     def fps(self) -> float:

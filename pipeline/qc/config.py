@@ -23,6 +23,15 @@ class QcConfig(Frozen):
     """Flag a replaced face whose cosine to its identity is below this (pack recognizer space)."""
     min_unreplaced_run: int = Field(default=1, ge=1)
     """Flag runs of at least this many unreplaced frames inside a replaced track."""
+    join_gap_frames: int = Field(default=24, ge=0)
+    """Coverage follows one face across tracks the plan kept apart: a track that starts at most
+    this many frames after another ended, near where it ended, is the same face, and the frames
+    between them count as unreplaced (the tracker lost the face; the plate's face shows there)."""
+    join_distance: float = Field(default=1.0, gt=0.0)
+    """...near: box centres at most this many face sizes (square root of the mean box area) apart."""
+    hidden_overlap: float = Field(default=0.5, ge=0.0, le=1.0)
+    """A lost face whose interpolated box is covered at least this much by another detected face
+    is behind it (nothing of it shows), not unreplaced; keep it at tracking.occluded_overlap."""
     switch_margin: float = Field(default=0.10, ge=0.0, le=2.0)
     """Flag a track whose faces are closer to another reference than to its own by this much..."""
     switch_frames: int = Field(default=3, ge=1)

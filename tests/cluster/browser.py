@@ -66,6 +66,8 @@ class PageCheck:
     images: list[dict[str, Any]] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     """URLs the page asked for besides itself (data: URIs excluded)."""
+    probe: Any = None
+    """What the ``probe`` expression returned (it must return a JSON string)."""
 
 
 class _Pipe:
@@ -126,8 +128,14 @@ class _Pipe:
         return json.loads(raw)
 
 
-def check_page(path: str | Path, *, chromium: str | None = None, timeout: float = 45.0) -> PageCheck:
-    """Load ``path`` in headless Chromium; return its title, errors, images and outside requests."""
+def check_page(
+    path: str | Path, *, chromium: str | None = None, timeout: float = 45.0, probe: str | None = None
+) -> PageCheck:
+    """Load ``path`` in headless Chromium; return its title, errors, images and outside requests.
+
+    ``probe``: a JavaScript expression evaluated in the loaded page that returns a JSON string;
+    its parsed value is ``PageCheck.probe``.
+    """
     binary = chromium or find_chromium()
     if binary is None:
         raise FileNotFoundError("no Chromium binary found on PATH")
@@ -158,7 +166,7 @@ def check_page(path: str | Path, *, chromium: str | None = None, timeout: float 
     os.close(out_write)
     cdp = _Pipe(cmd_write, out_read)
     try:
-        return _inspect(cdp, url, timeout)
+        return _inspect(cdp, url, timeout, probe)
     finally:
         with contextlib.suppress(Exception):
             cdp.send("Browser.close", timeout=5)
@@ -175,7 +183,7 @@ def check_page(path: str | Path, *, chromium: str | None = None, timeout: float 
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def _inspect(cdp: _Pipe, url: str, timeout: float) -> PageCheck:
+def _inspect(cdp: _Pipe, url: str, timeout: float, probe: str | None = None) -> PageCheck:
     target = cdp.send("Target.createTarget", {"url": "about:blank"}, timeout=timeout)["targetId"]
     session = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network"):
@@ -194,6 +202,9 @@ def _inspect(cdp: _Pipe, url: str, timeout: float) -> PageCheck:
     # Log entries arrive asynchronously: one more round trip flushes those already queued.
     cdp.send("Runtime.evaluate", {"expression": "1"}, session=session)
     check = PageCheck(title=title, images=images)
+    if probe is not None:
+        value = cdp.send("Runtime.evaluate", {"expression": probe, "returnByValue": True}, session=session)
+        check.probe = json.loads(value["result"]["value"])
     for event in cdp.events:
         method, params = event.get("method"), event.get("params", {})
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):

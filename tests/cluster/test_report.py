@@ -283,3 +283,99 @@ def test_actor_busy_ratios_merge_overlapping_work() -> None:
     ]
     assert actor_busy_ratios(overlapping, until=10) == {"x": pytest.approx(0.6)}
     assert actor_busy_ratios([]) == {}
+
+
+# Evaluated in the page: the QC card, whether it is displayed, its review rows and its chart.
+QC_PROBE = """JSON.stringify((() => {
+  const card = document.querySelector('.card.qc');
+  if (!card) return null;
+  const box = card.getBoundingClientRect(), svg = card.querySelector('svg').getBoundingClientRect();
+  return {shot: card.dataset.shot, width: box.width, height: box.height,
+    visible: getComputedStyle(card).visibility === 'visible' && getComputedStyle(card).display !== 'none',
+    rows: Array.from(card.querySelectorAll('tr.flag')).map(r => [r.cells[0].textContent,
+      r.cells[2].textContent, r.querySelectorAll('img').length]),
+    svgWidth: svg.width, svgHeight: svg.height, line: card.querySelectorAll('polyline').length,
+    bands: card.querySelectorAll('svg rect[fill="#d62728"]').length};
+})())"""
+
+
+def _shot_qc() -> dict:
+    """A QC result as the driver stores it: flags on frames 5-7 (no thumbnail), 11-12 and 23."""
+    from pipeline.qc.analyze import QcSeries, ShotQC
+    from pipeline.qc.records import Flag
+
+    coverage = {s: [0] * FRAMES for s in ("replaced", "bridged", "hidden", "unreplaced")}
+    for t in range(FRAMES):
+        coverage["unreplaced" if 5 <= t <= 7 else "replaced"][t] = 1
+    flags = (
+        Flag(
+            "sc010", 5, 7, 0, "unreplaced", 0.85, 3.0, 1.0, "face of track 0 left as the plate", {"peak": 5}
+        ),
+        Flag("sc010", 23, 23, 0, "low_identity", 0.62, 0.21, 0.3, "output 0.21 to 'anna'", {"peak": 23}),
+        Flag(
+            "sc010",
+            11,
+            12,
+            0,
+            "flicker",
+            0.5,
+            5.0,
+            3.0,
+            "<across> a chunk boundary",
+            {"chunk_boundary": True},
+        ),
+    )
+    series = QcSeries(
+        numbers=list(range(FRAMES)),
+        similarity_after=[0.21 if t == 23 else (0.55 if t % 4 == 0 else None) for t in range(FRAMES)],
+        similarity_before=[0.1] * FRAMES,
+        coverage=coverage,
+        jitter=[0.001] * FRAMES,
+        flicker=[5.0 if t == 12 else 0.0 for t in range(FRAMES)],
+        seam=[1.1] * FRAMES,
+    )
+    return ShotQC("sc010", 0, flags, series, {0: {"identity": "anna"}}, {12: 5.0, 24: 0.0}).to_dict()
+
+
+def test_report_qc_section_lists_frames_to_review_in_chromium(
+    rendered: tuple[str, str, VideoInfo], tmp_path: Path
+) -> None:
+    from cluster.summary import ShotSummary
+
+    source, output, info = rendered
+    thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(_plan(info, BOUNDS)))}
+    summary = _summary(output)
+    qc = _shot_qc()
+    # The summary carries the QC as it is (summary.json, then report.json).
+    shot_summary = ShotSummary(name="sc010", url="u", output_url=output, qc=qc)
+    assert json.loads(json.dumps(shot_summary.to_dict()))["qc"] == qc
+    summary["shots"][0]["qc"] = qc
+    report, page = build_report(summary, thumbs=thumbs, timeline=TIMELINE)
+    json_url, html_url = write_report(str(tmp_path / "job"), report, page)
+    shot = json.loads(storage.read_bytes(json_url))["shots"][0]
+    assert shot["qc"] == qc
+    # Worst first; a thumbnail where the report has one inside the flag's frames.
+    assert [(r["reason"], r["thumbnail"]) for r in shot["review"]] == [
+        ("unreplaced", None),
+        ("low_identity", 23),
+        ("flicker", 11),
+    ]
+    assert "&lt;across&gt;" in page and "<across>" not in page
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium on PATH (Debian package: chromium)")
+    check = check_page(html_url, chromium=chromium, probe=QC_PROBE)
+    assert check.errors == [] and check.requests == []
+    card = check.probe
+    assert card is not None and card["shot"] == "sc010" and card["visible"]
+    assert card["width"] > 300 and card["height"] > 100
+    assert card["rows"] == [
+        ["5–7", "unreplaced", 0],
+        ["23", "low_identity", 2],
+        ["11–12", "flicker (chunk boundary)", 2],
+    ]
+    assert card["svgWidth"] > 300 and card["svgHeight"] > 50 and card["line"] == 2
+    assert card["bands"] >= 4  # unreplaced coverage band + three shaded flags
+    # The review thumbnails are decoded and shown like the before/after section's.
+    assert len(check.images) == 2 * 5 + 2 * 2
+    assert all(img["complete"] and img["naturalWidth"] == 320 and img["width"] > 0 for img in check.images)

@@ -1,0 +1,111 @@
+"""Real shots for the QC tests: detections of the default pack on real face clips, tracked and planned."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from pipeline.faceplan import ShotFacePlan, plan_shot
+from pipeline.faces.analyze import FaceAnalyzer
+from pipeline.faces.config import SelectionConfig
+from pipeline.faces.types import Face
+from pipeline.qc.analyze import ShotQC, analyze_shot
+from pipeline.qc.config import QcConfig
+from pipeline.qc.records import GRID, FaceMeasure
+from pipeline.tracking import TrackingConfig, track_chunk
+
+FIRST_NUMBER = 1001  # a plate sequence's own numbering
+FIRST_POSITION = 48  # the shot starts this far into its source
+
+
+@dataclass
+class RealShot:
+    faces: list[list[Face]]
+    track_ids: list[list[int]]
+    plan: ShotFacePlan
+
+    @property
+    def numbers(self) -> list[int]:
+        return list(range(FIRST_NUMBER, FIRST_NUMBER + len(self.faces)))
+
+
+def detect(models, frames: Sequence[np.ndarray]) -> list[list[Face]]:
+    return FaceAnalyzer(models).analyze(frames)
+
+
+def track_and_plan(
+    faces: list[list[Face]],
+    selection: SelectionConfig,
+    refs: Mapping[str, np.ndarray] | None = None,
+    tracking: TrackingConfig | None = None,
+) -> RealShot:
+    config = tracking or TrackingConfig()
+    ids, _ = track_chunk(faces, 0, config, None)
+    times = [i / 24.0 for i in range(len(faces))]
+    plan = plan_shot(faces, ids, selection, refs or {}, config, frame_times=times)
+    return RealShot(faces, ids, plan)
+
+
+def qc(
+    shot: RealShot,
+    *,
+    selection: SelectionConfig,
+    measures: Sequence[FaceMeasure] = (),
+    refs: Mapping[str, np.ndarray] | None = None,
+    config: QcConfig | None = None,
+    chunk_starts: Sequence[int] = (0,),
+    plan: ShotFacePlan | None = None,
+) -> ShotQC:
+    return analyze_shot(
+        "sh010",
+        shot.numbers,
+        FIRST_POSITION,
+        shot.faces,
+        shot.track_ids,
+        plan or shot.plan,
+        measures,
+        refs or {},
+        selection,
+        config or QcConfig(),
+        chunk_starts,
+    )
+
+
+def still_measures(
+    plan: ShotFacePlan, out: Sequence[float], plate: Sequence[float], seam: Sequence[float]
+) -> list[FaceMeasure]:
+    """A measure per task whose grids are uniform at the given levels per analysed frame."""
+    cells = GRID * GRID * 3
+    return [
+        FaceMeasure(
+            frame=FIRST_POSITION + i,
+            track=task.track_id,
+            identity=task.identity,
+            similarity_after=None,
+            out_grid=(float(out[i]),) * cells,
+            plate_grid=(float(plate[i]),) * cells,
+            seam=float(seam[i]),
+            matte=0.9,
+        )
+        for i, tasks in enumerate(plan.tasks)
+        for task in tasks
+    ]
+
+
+def with_landmarks(plan: ShotFacePlan, shift: Mapping[int, np.ndarray]) -> ShotFacePlan:
+    """The plan with each frame's task landmarks moved by ``shift[frame]`` ((5, 2) pixels)."""
+    tasks = [
+        [
+            replace(t, landmarks=(t.landmarks + shift[i]).astype(np.float32)) if i in shift else t
+            for t in frame
+        ]
+        for i, frame in enumerate(plan.tasks)
+    ]
+    return ShotFacePlan(tasks=tasks, tracks=dict(plan.tracks))
+
+
+def numbers_of(flags, reason: str) -> list[int]:
+    """Every frame number covered by the flags of ``reason``, sorted."""
+    return sorted({n for f in flags if f.reason == reason for n in range(f.first, f.last + 1)})

@@ -1,0 +1,103 @@
+"""Coverage on real detections: a face the detector loses behind an occluder is flagged unreplaced."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from pipeline.faces.config import SelectionConfig
+from pipeline.qc.config import QcConfig
+from pipeline.tracking import TrackingConfig
+from tests.faces_data import default_models, default_pack, render_clip  # noqa: F401
+from tests.pipeline.qc.shots import FIRST_NUMBER, detect, numbers_of, qc, track_and_plan
+
+ALL = SelectionConfig(mode="all", source="anna")
+N = 26
+
+
+def occluded_frames() -> list[np.ndarray]:
+    """A still real face; a dark board 150 px wide slides across it, 15 px a frame."""
+    clip = render_clip([lambda t: (160.0, 120.0)], N, seed=1)
+    frames = []
+    for t, frame in enumerate(clip.frames):
+        frame = frame.copy()
+        x = -120 + 15 * t
+        cv2.rectangle(frame, (x, 30), (x + 150, 215), (40, 44, 40), -1)
+        frames.append(frame)
+    return frames
+
+
+@pytest.fixture(scope="module")
+def occluded(default_models):  # noqa: F811
+    faces = detect(default_models, occluded_frames())
+    vanished = [t for t, f in enumerate(faces) if not f]
+    # The board really hides the face for a few frames in the middle, and only there.
+    assert all(len(f) == 1 for f in faces if f)
+    assert len(vanished) >= 3 and vanished == list(range(vanished[0], vanished[-1] + 1))
+    assert 0 < vanished[0] and vanished[-1] < N - 1
+    return faces, vanished
+
+
+@pytest.mark.parametrize("max_gap", [0, "shorter"])
+def test_face_lost_behind_an_occluder_is_flagged_unreplaced_on_exactly_those_frames(
+    occluded, max_gap
+) -> None:
+    faces, vanished = occluded
+    gap = 0 if max_gap == 0 else len(vanished) - 1  # bridging off, or a gap longer than max_gap
+    shot = track_and_plan(faces, ALL, tracking=TrackingConfig(max_gap_frames=gap))
+    assert len(shot.plan.tracks) == 2  # the plan could not join the two sides
+    result = qc(shot, selection=ALL)
+    (flag,) = [f for f in result.flags if f.reason == "unreplaced"]
+    expected = [FIRST_NUMBER + t for t in vanished]
+    assert (flag.first, flag.last) == (expected[0], expected[-1])
+    assert numbers_of(result.flags, "unreplaced") == expected
+    assert flag.value == len(vanished) and flag.severity >= 0.8
+    assert flag.track == min(shot.plan.tracks)
+    assert result.flags[0].reason == "unreplaced"  # the worst error leads the review list
+    counts = result.series.coverage
+    assert [t for t in range(N) if counts["unreplaced"][t]] == vanished
+    assert [t for t in range(N) if counts["replaced"][t]] == [t for t in range(N) if t not in vanished]
+    assert result.failed(QcConfig(fail_on=("unreplaced", "seam"))) == ["unreplaced"]
+    assert result.failed(QcConfig(fail_on=("seam",))) == []
+    # Longer runs than min_unreplaced_run only.
+    longer = QcConfig(min_unreplaced_run=len(vanished) + 1)
+    assert qc(shot, selection=ALL, config=longer).counts["unreplaced"] == 0
+
+
+def test_a_bridged_gap_is_not_unreplaced(occluded) -> None:
+    faces, vanished = occluded
+    shot = track_and_plan(faces, ALL, tracking=TrackingConfig(max_gap_frames=len(vanished)))
+    assert len(shot.plan.tracks) == 1
+    result = qc(shot, selection=ALL)
+    assert result.counts["unreplaced"] == 0
+    assert [t for t in range(N) if result.series.coverage["bridged"][t]] == vanished
+
+
+def test_an_untouched_face_is_not_coverage(occluded) -> None:
+    """In mode largest, or with no reference matched, a face nobody replaced is never 'unreplaced'."""
+    faces, _ = occluded
+    refs = {"nobody": np.eye(faces[0][0].embedding.shape[0], dtype=np.float32)[0]}
+    sel = SelectionConfig(mode="reference", references={"nobody": "anna"}, threshold=0.9)
+    shot = track_and_plan(faces, sel, refs, tracking=TrackingConfig(max_gap_frames=0))
+    assert all(s.identity is None for s in shot.plan.tracks.values())
+    result = qc(shot, selection=sel, refs=refs)
+    assert not result.flags and sum(sum(v) for v in result.series.coverage.values()) == 0
+
+
+def test_flags_and_series_use_frame_numbers_and_serialise(occluded) -> None:
+    faces, vanished = occluded
+    shot = track_and_plan(faces, ALL, tracking=TrackingConfig(max_gap_frames=0))
+    result = qc(shot, selection=ALL)
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["series"]["numbers"] == list(range(FIRST_NUMBER, FIRST_NUMBER + N))
+    assert data["flags"][0]["first"] == FIRST_NUMBER + vanished[0]
+    assert data["counts"]["unreplaced"] == 1 and data["frames"] == N
+    # Numbers map back to source positions (thumbnails are taken by position).
+    assert result.position(FIRST_NUMBER + vanished[0]) == 48 + vanished[0]
+    assert result.review_positions(limit=1) == [48 + vanished[0]]  # the unreplaced run's first frame
+    assert len(result.review_positions()) == len(result.flags)
+    with pytest.raises(ValueError, match="numbers"):
+        qc(shot, selection=ALL, plan=type(shot.plan)(tasks=shot.plan.tasks[1:], tracks=shot.plan.tracks))
