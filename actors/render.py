@@ -281,7 +281,9 @@ class RenderWorker:
             "encode": times.write_seconds,
             "upload": upload_seconds,
         }
-        extra = {"passes": {k: [url, size, sha] for k, (url, sha, size) in uploaded.items()}} if uploaded else {}
+        extra = (
+            {"passes": {k: [url, size, sha] for k, (url, sha, size) in uploaded.items()}} if uploaded else {}
+        )
         return self._result(
             chunk, segment_url, (digest, nbytes, segments.written), tasks_per_frame, stages, renderer,
             stage_before, encoder.name, started, times, extra=self._with_qc(extra, batches),

@@ -228,9 +228,9 @@ class JobObserver:
 
             try:
                 flagged = [_position(source.info, n) for n in self.qc_frames.get(source.name, [])]
-                frames = sorted(set(source.boundary_frames) | {f for f in flagged if f >= source.offset})
+                wanted = sorted(set(source.boundary_frames) | {f for f in flagged if f >= source.offset})
                 self.thumbs[source.name] = thumbnails(
-                    source.url, source.output_url, source.info, frames, offset=source.offset
+                    source.url, source.output_url, source.info, wanted, offset=source.offset
                 )
             except RecastError as exc:
                 self.summary.warnings.append(f"thumbnails of {source.name}: {exc}")

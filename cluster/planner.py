@@ -114,7 +114,7 @@ class ShotPlanner:
         face_plan: Any,
     ) -> Any:
         """QC's part that needs tracking and the plan (see :mod:`pipeline.qc`)."""
-        from pipeline.qc.analyze import plan_checks
+        from pipeline.qc.staged import plan_checks
 
         shot = run.shot
         return plan_checks(

@@ -22,7 +22,7 @@ def finish_qc(run: ShotRun, measures: list[FaceMeasure], config: QcConfig) -> An
     """The shot's :class:`~pipeline.qc.analyze.ShotQC` (None when QC is off)."""
     if run.qc_plan is None:
         return None
-    from pipeline.qc.analyze import finish_checks
+    from pipeline.qc.staged import finish_checks
 
     return finish_checks(run.qc_plan, measures, config)
 

@@ -47,6 +47,8 @@ class ShotSummary:
     """True when the published output of an earlier run of the same job was kept as it is."""
     qc: dict[str, Any] | None = None
     """``ShotQC.to_dict()``: the frames a supervisor should look at (None: QC did not run)."""
+    qc_failed: list[str] = field(default_factory=list)
+    """QC reasons of ``qc.fail_on`` found in this shot: the job exits 1, the outputs stay published."""
 
     @property
     def fps(self) -> float:
@@ -86,7 +88,7 @@ class JobSummary:
 
     @property
     def ok(self) -> bool:
-        return all(s.status in ("published", "skipped") for s in self.shots)
+        return all(s.status in ("published", "skipped") and not s.qc_failed for s in self.shots)
 
     @property
     def frames(self) -> int:
@@ -137,6 +139,8 @@ class JobSummary:
                 )
             if s.error:
                 lines.append(f"{'':<20} error: {s.error}")
+            if s.qc_failed:
+                lines.append(f"{'':<20} QC failed (qc.fail_on): {', '.join(s.qc_failed)}; output published")
         first = f"{self.first_chunk_seconds:.1f}s" if self.first_chunk_seconds is not None else "-"
         lines.append(
             f"job {self.job_id}: {'OK' if self.ok else 'FAILED'}  {self.frames} frames in {self.wall_seconds:.1f}s "

@@ -112,8 +112,8 @@ def make_face_clip(
         out.mux(stream.encode(None))
         if astream is not None:
             total = round(frames / fps * 48000)
-            t = np.arange(total) / 48000.0
-            mux_mono_audio(out, astream, (0.2 * np.sin(2 * math.pi * 440.0 * t)).astype(np.float32))
+            times = np.arange(total) / 48000.0
+            mux_mono_audio(out, astream, (0.2 * np.sin(2 * math.pi * 440.0 * times)).astype(np.float32))
     return path
 
 
@@ -137,7 +137,10 @@ CROSSING_SPAN = (0.60, 0.78)
 
 def second_face(height: int) -> np.ndarray:
     """A second real face (the sample picture's face 4, with some hair and shoulders), 0.45 of ``height``."""
-    picture = cv2.cvtColor(cv2.imread(insightface_image("t1.jpg")), cv2.COLOR_BGR2RGB)
+    loaded = cv2.imread(insightface_image("t1.jpg"))
+    if loaded is None:
+        raise FileNotFoundError(insightface_image("t1.jpg"))
+    picture = cv2.cvtColor(loaded, cv2.COLOR_BGR2RGB)
     crop = picture[110:320, 235:405]
     side = max(16, int(height * 0.45))
     return cv2.resize(crop, (side * crop.shape[1] // crop.shape[0], side), interpolation=cv2.INTER_AREA)

@@ -24,7 +24,11 @@ def _placed(tx: float, ty_image: float, degrees: float, scale: float) -> np.ndar
 
 
 def test_chan_transform_matches_the_placed_face() -> None:
-    for tx, ty, deg, scale in [(640.0, 300.0, 0.0, 1.0), (200.5, 500.25, 17.0, 2.5), (900.0, 100.0, -30.0, 0.6)]:
+    for tx, ty, deg, scale in [
+        (640.0, 300.0, 0.0, 1.0),
+        (200.5, 500.25, 17.0, 2.5),
+        (900.0, 100.0, -30.0, 0.6),
+    ]:
         marks = _placed(tx, ty, deg, scale)
         got = face_transform(marks, HEIGHT)
         assert np.allclose(got, (tx, HEIGHT - ty, deg, scale), atol=1e-3), (got, (tx, ty, deg, scale))

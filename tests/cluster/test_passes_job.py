@@ -1,0 +1,113 @@
+"""Compositing passes through the whole job: the face layer over the plate with the matte gives the output.
+
+On a video shot (ProRes 4444 output and passes) and on an EXR sequence, with two
+actors and several chunks; the tracks pass's JSON lines and Nuke .chan files; and a
+resubmitted job re-renders no pass of a finished chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import av
+import numpy as np
+import OpenImageIO as oiio
+import pytest
+
+from cluster.driver import run_job
+from cluster.spec import parse_spec
+from jobs.bench.clips import make_face_clip, write_source_image
+from tests.plates import write_sequence
+
+pytestmark = pytest.mark.ray
+
+
+def _job(source: str, url: str, out: str, **output) -> dict:
+    return {
+        "job_id": "passes",
+        "shots": [{"name": "sc050", "url": url}],
+        "identities": {"hero": {"images": [source], "face_index": 1}},
+        "output": {"url": out, "passes": ["matte", "face", "tracks"], **output},
+        "chunking": {"seconds": 1, "min_seconds": 1, "snap_to_keyframes": False},
+        "resources": {"cpus_per_actor": 0.5, "max_actors": 2},
+        "faces": {"batch_size": 4},
+    }
+
+
+def _decode(path: str, fmt: str) -> list[np.ndarray]:
+    with av.open(path) as container:
+        return [f.to_ndarray(format=fmt) for f in container.decode(video=0)]
+
+
+def _sha(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_video_passes_composite_to_the_output(ray_local, tmp_path) -> None:
+    clip = make_face_clip(str(tmp_path / "plate.mov"), seconds=2, width=320, height=180, gop=24, audio=False)
+    source = write_source_image(str(tmp_path / "source.jpg"))
+    out = str(tmp_path / "out" / "sc050.mov")
+    summary = run_job(parse_spec(_job(source, clip, out, codec="prores_4444xq")))
+    assert summary.ok, summary.table()
+    plate = _decode(clip, "rgb48le")
+    output = _decode(out, "rgb48le")
+    matte = _decode(str(tmp_path / "out" / "sc050_matte.mov"), "rgba64le")
+    face = _decode(str(tmp_path / "out" / "sc050_face.mov"), "rgba64le")
+    assert len(plate) == len(output) == len(matte) == len(face) == 48
+    covered = 0
+    for p, o, m, f in zip(plate, output, matte, face, strict=True):
+        a = m[..., 3:4].astype(np.float64) / 65535
+        assert np.abs(f[..., 3:4].astype(np.float64) / 65535 - a).max() < 2e-3  # the face pass carries it too
+        composite = f[..., :3].astype(np.float64) + p.astype(np.float64) * (1 - a)
+        error = np.abs(composite - o.astype(np.float64)) / 257  # in 8-bit code values
+        assert np.percentile(error, 99) <= 1.0 and error.max() <= 2.5, (np.percentile(error, 99), error.max())
+        covered += bool((a > 0.99).sum() > 100)
+    assert covered >= 40, f"the matte covers a face in only {covered}/48 frames"
+    tracks = [
+        json.loads(line) for line in Path(tmp_path / "out" / "sc050_tracks.jsonl").read_text().splitlines()
+    ]
+    assert {r["frame"] for r in tracks} == set(range(48)) and all(r["identity"] == "hero" for r in tracks)
+    chans = sorted(Path(tmp_path / "out").glob("sc050_tracks.track*.chan"))
+    assert chans
+    rows = [line.split() for line in chans[0].read_text().splitlines()]
+    assert len(rows) >= 40 and all(len(r) == 10 for r in rows)
+
+
+def test_sequence_passes_and_resume(ray_local, tmp_path) -> None:
+    plate = write_sequence(tmp_path / "plates", "sc050_plate", count=48, size=(480, 270))
+    source = write_source_image(str(tmp_path / "source.jpg"))
+    out_dir = tmp_path / "out"
+    out = str(out_dir / "sc050.####.exr")
+    summary = run_job(parse_spec(_job(source, plate, out)))
+    assert summary.ok, summary.table()
+    covered = 0
+    for number in range(1001, 1049):
+        src = _read(plate.replace("####", f"{number:04d}"))[..., :3]
+        dst = _read(out.replace("####", f"{number:04d}"))[..., :3]
+        matte = _read(str(out_dir / f"sc050_matte.{number:04d}.exr"))
+        face = _read(str(out_dir / f"sc050_face.{number:04d}.exr"))
+        assert matte.shape[-1] == 1 and face.shape[-1] == 4
+        a = matte[..., :1]
+        composite = face[..., :3] + src * (1 - a)
+        tolerance = 1e-3 * np.maximum(1.0, np.abs(dst))
+        assert (np.abs(composite - dst) <= tolerance).all(), np.abs(composite - dst).max()
+        covered += bool((a > 0.99).sum() > 100)
+    assert covered >= 40, covered
+    passes = sorted(p.name for p in out_dir.iterdir() if p.is_file())
+    hashes = {name: _sha(str(out_dir / name)) for name in passes}
+    # Resubmitted after its shot record is lost: no chunk (so no pass) is rendered again.
+    (out_dir / ".recast-work" / "passes" / "manifest" / "sc050" / "shot.json").unlink()
+    again = run_job(parse_spec(_job(source, plate, out)))
+    assert again.ok and again.shots[0].chunks_rendered == 0 and again.shots[0].chunks_reused == 2
+    assert {name: _sha(str(out_dir / name)) for name in passes} == hashes
+
+
+def _read(path: str) -> np.ndarray:
+    image = oiio.ImageInput.open(path)
+    assert image is not None, oiio.geterror()
+    spec = image.spec()
+    pixels = image.read_image(0, 0, 0, spec.nchannels, "float")
+    image.close()
+    return np.asarray(pixels).reshape(spec.height, spec.width, spec.nchannels)
