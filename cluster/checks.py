@@ -153,21 +153,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
                     "output.if_exists",
                     f"{shot.output_url} already exists (set if_exists: skip or overwrite)",
                 )
-        analysis_keys = tuple(keys.analysis(fingerprint, c) for c in plan.chunks)
-        renders = render_chunks(info, plan, probed.window)
-        planned.append(
-            PlannedShot(
-                shot,
-                info,
-                plan,
-                fingerprint,
-                spec_key,
-                analysis_keys,
-                probed.settings,
-                probed.window,
-                renders,
-            )
-        )
+        planned.append(planned_one)
     # An unwritable destination must fail the job now, not after hours of rendering.
     for parent in sorted({_parent(p.ref.output_url) for p in planned}):
         storage.check_writable(parent)

@@ -11,7 +11,6 @@ import hashlib
 import json
 from pathlib import Path
 
-import av
 import numpy as np
 import OpenImageIO as oiio
 import pytest
@@ -19,6 +18,8 @@ import pytest
 from cluster.driver import run_job
 from cluster.spec import parse_spec
 from jobs.bench.clips import make_face_clip, write_source_image
+from pipeline.decode import decode_range
+from pipeline.probe import probe
 from tests.plates import write_sequence
 
 pytestmark = pytest.mark.ray
@@ -36,9 +37,17 @@ def _job(source: str, url: str, out: str, **output) -> dict:
     }
 
 
-def _decode(path: str, fmt: str) -> list[np.ndarray]:
-    with av.open(path) as container:
-        return [f.to_ndarray(format=fmt) for f in container.decode(video=0)]
+def _decode(path: str) -> list[np.ndarray]:
+    """Frames as the pipeline decodes them (the file's own matrix and range), 16-bit, with alpha if any."""
+    info = probe(path)
+    frames = []
+    for frame in decode_range(path, info, 0, info.frame_count):
+        rgb = frame.rgb.astype(np.float64) * (257.0 if frame.rgb.dtype == np.uint8 else 1.0)
+        if frame.alpha is not None:
+            alpha = frame.alpha.astype(np.float64) * (257.0 if frame.alpha.dtype == np.uint8 else 1.0)
+            rgb = np.concatenate([rgb, alpha[..., None]], axis=-1)
+        frames.append(rgb)
+    return frames
 
 
 def _sha(path: str) -> str:
@@ -51,20 +60,31 @@ def test_video_passes_composite_to_the_output(ray_local, tmp_path) -> None:
     out = str(tmp_path / "out" / "sc050.mov")
     summary = run_job(parse_spec(_job(source, clip, out, codec="prores_4444xq")))
     assert summary.ok, summary.table()
-    plate = _decode(clip, "rgb48le")
-    output = _decode(out, "rgb48le")
-    matte = _decode(str(tmp_path / "out" / "sc050_matte.mov"), "rgba64le")
-    face = _decode(str(tmp_path / "out" / "sc050_face.mov"), "rgba64le")
+    plate = _decode(clip)
+    output = _decode(out)
+    matte = _decode(str(tmp_path / "out" / "sc050_matte.mov"))
+    face = _decode(str(tmp_path / "out" / "sc050_face.mov"))
     assert len(plate) == len(output) == len(matte) == len(face) == 48
     covered = 0
+    stats: list[tuple[float, ...]] = []
     for p, o, m, f in zip(plate, output, matte, face, strict=True):
-        a = m[..., 3:4].astype(np.float64) / 65535
-        assert np.abs(f[..., 3:4].astype(np.float64) / 65535 - a).max() < 2e-3  # the face pass carries it too
-        composite = f[..., :3].astype(np.float64) + p.astype(np.float64) * (1 - a)
-        error = np.abs(composite - o.astype(np.float64)) / 257  # in 8-bit code values
-        assert np.percentile(error, 99) <= 1.0 and error.max() <= 2.5, (np.percentile(error, 99), error.max())
+        assert m.shape[-1] == 4 and f.shape[-1] == 4
+        a = m[..., 3:4] / 65535
+        assert np.abs(f[..., 3:4] / 65535 - a).max() < 2e-3  # the face pass carries it too
+        composite = f[..., :3] + p * (1 - a)
+        error = np.abs(composite - o) / 257  # in 8-bit code values
+        # Both files are ProRes (lossy): the composite matches the output within the codec's own error,
+        # measured where no face is (there the output should be the plate, and differs by just that).
+        codec = np.abs(o - p)[(a[..., 0] == 0)] / 257
+        stats.append((error.mean(), np.percentile(error, 99), codec.mean(), np.percentile(codec, 99)))
+        assert error.mean() <= codec.mean() + 0.1, stats[-1]
+        assert np.percentile(error, 99) <= np.percentile(codec, 99) + 0.5, stats[-1]
         covered += bool((a > 0.99).sum() > 100)
     assert covered >= 40, f"the matte covers a face in only {covered}/48 frames"
+    print(
+        "FIGURE composite error (8-bit codes) mean, p99; codec error mean, p99:",
+        np.mean(stats, axis=0).round(3),
+    )
     tracks = [
         json.loads(line) for line in Path(tmp_path / "out" / "sc050_tracks.jsonl").read_text().splitlines()
     ]
