@@ -34,8 +34,10 @@ _RANGE_RE = re.compile(r"^\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?$")
 
 
 def check_media_url(url: str) -> str:
-    """``url`` if it names a video file or an image sequence with frame padding, else ValueError."""
-    lower = url.lower()
+    """``url`` if it names a video file or an image sequence with frame padding, else ValueError.
+
+    A query string (a presigned URL's ``?X-Amz-...``) is not part of the name."""
+    lower = url.split("?", 1)[0].lower()
     if lower.endswith(VIDEO_EXTENSIONS):
         return url
     if lower.endswith(IMAGE_EXTENSIONS):

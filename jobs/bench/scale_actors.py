@@ -106,6 +106,7 @@ class SimulatedHostWorker:
         tasks: list,
         encoder: Any,
         segment_url: str,
+        faces: Any = None,
     ) -> SegmentResult:
         async with self.busy.setdefault(slot, asyncio.Lock()):
             start = time.time()

@@ -156,7 +156,7 @@ def test_bad_model_pack(media, dest, tmp_path, capsys, damage, words, no_ray) ->
 @pytest.mark.parametrize(
     ("edit", "field", "words"),
     [
-        (lambda s: s.update(colour="red"), "colour", ["unknown key"]),
+        (lambda s: s.update(tint="red"), "tint", ["unknown key"]),
         (lambda s: s["output"].update(codex="h264"), "output.codex", ["unknown key"]),
         (lambda s: s["resources"].update(max_actors="many"), "resources.max_actors", ["integer"]),
         (lambda s: s["chunking"].update(seconds=0.1), "chunking", ["between"]),
