@@ -39,6 +39,12 @@ What runs, in one process tree and one run (the parts live in ``jobs/bench/``):
   also Recast one actor per core without the CPU Winograd rewrite
   (``recast_<N>_direct``, an ablation: how much of the gain is the rewrite, how much
   the pipeline) and a swap + enhance row at 720p;
+* quality (``quality.py``), from each Recast run's own job summary (QC runs in every
+  job; here it measures identity on one frame in 4 of each track, production default
+  12): identity similarity after the swap (mean, 5th percentile), unreplaced frames,
+  flicker and seam strength, QC flags by reason; and QC's own cost: the production
+  set's first case also runs one actor per core with QC off (``recast_<N>_noqc``),
+  its render-stage seconds and job fps against the same run with QC on;
 * the ceiling (``ceiling.py``): each stage's CPU-seconds per frame, models
   single-threaded, on a few frames; machine limit = cores / total; efficiency =
   achieved / limit.  For the production set also with ONNX Runtime's own

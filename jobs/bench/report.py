@@ -18,10 +18,11 @@ TARGETS = MappingProxyType(
         "model_busy_share": 0.85,
         "memory_flat": 0.10,
         "four_chunk_ratio": 0.65,
+        "qc_render_ratio": 1.05,
     }
 )
 """Production-set speed-up, efficiency and busy share at one actor per core; memory growth;
-the 4-chunk scaling ratio."""
+the 4-chunk scaling ratio; QC's cost (render-stage seconds with QC over without)."""
 
 
 def derive(results: dict) -> dict:
@@ -60,8 +61,8 @@ def _verdict(value: float | None, target: float, *, at_most: bool = False) -> st
 
 
 def targets(results: dict, cores: int) -> list[dict]:
-    """Each target beside its measured value: production-set speed-up, efficiency and model busy
-    share, the 4-chunk scaling ratio, memory flatness."""
+    """Each target beside its measured value: production-set speed-up, efficiency, model busy
+    share and QC's cost, the 4-chunk scaling ratio, memory flatness."""
     rows = []
     for comp in results["comparisons"]:
         many = comp["runs"][f"recast_{cores}"]
@@ -101,6 +102,16 @@ def targets(results: dict, cores: int) -> list[dict]:
                     "verdict": _verdict(many["model_busy_share"], TARGETS["model_busy_share"]),
                 }
             )
+        cost = comp.get("qc_cost")
+        if cost:
+            rows.append(
+                {
+                    "what": f"{comp['label']}: QC cost, render seconds QC on / off",
+                    "target": "<= 1.05",
+                    "value": cost["render_ratio"],
+                    "verdict": _verdict(cost["render_ratio"], TARGETS["qc_render_ratio"], at_most=True),
+                }
+            )
     scaling = results.get("scaling")
     if scaling and "error" not in scaling:
         for set_name, case in scaling["sets"].items():
@@ -134,6 +145,7 @@ def table(results: dict) -> str:
     cores = results["machine"]["cores"]
     lines = _header(results, cores)
     lines += _runs_table(results, cores)
+    lines += _quality_section(results, cores)
     lines += _stage_table(results, cores)
     lines += _ceiling_section(results, cores)
     lines += _scenario_sections(results, cores)
@@ -176,6 +188,43 @@ def _runs_table(results: dict, cores: int) -> list[str]:
                 f"{comp['label']:<26} {name:<16} {run['actors']:>3} {run.get('chunks', 1):>6} {run['frames']:>6} "
                 f"{run['fps']:>7.2f} {_f(run.get('speedup')):>7} {run['model_busy_share']:>5.2f} "
                 f"{_f(run.get('job_fps')):>7} {peaks:>15} {_f(run.get('merge_mb_per_s'), '{:.0f}'):>10}"
+            )
+    return lines
+
+
+def _quality_section(results: dict, cores: int) -> list[str]:
+    """Per case, the QC of its Recast run at one actor per core; then QC's own cost."""
+    comps = [c for c in results["comparisons"] if c.get("quality")]
+    lines: list[str] = []
+    if comps:
+        every = comps[0].get("qc_identity_every", "-")
+        lines += [
+            "",
+            (
+                f"quality (QC of each case's recast_{cores} run, from its own job summary; identity measured on"
+                f" one frame in {every} of each track here, production default 12):"
+            ),
+            (
+                f"{'case':<26} {'frames':>6} {'id frames':>9} {'sim mean':>8} {'sim p5':>7} {'unreplaced':>10} "
+                f"{'flicker':>7} {'seam':>6}  flags"
+            ),
+        ]
+    for comp in comps:
+        q = comp["quality"]
+        flags = ", ".join(f"{k}={v}" for k, v in q["flags"].items() if v) or "none"
+        lines.append(
+            f"{comp['label']:<26} {q['frames']:>6} {q['identity_frames']:>9} {_f(q['similarity_mean'], '{:.3f}'):>8} "
+            f"{_f(q['similarity_p5'], '{:.3f}'):>7} {q['unreplaced_frames']:>10} {_f(q['flicker_mean']):>7} "
+            f"{_f(q['seam_mean']):>6}  {flags}"
+        )
+    for comp in results["comparisons"]:
+        cost = comp.get("qc_cost")
+        if cost:
+            lines.append(
+                f"QC cost ({comp['label']}, {cost['on']} vs {cost['off']}, same clip and actors): render stage "
+                f"{cost['render_seconds_on']:.2f} s on / {cost['render_seconds_off']:.2f} s off = "
+                f"{_f(cost['render_ratio'], '{:.3f}')}; job fps {cost['job_fps_on']:.2f} on / "
+                f"{cost['job_fps_off']:.2f} off = {_f(cost['job_fps_ratio'], '{:.3f}')}"
             )
     return lines
 
@@ -328,7 +377,10 @@ SCENARIO_SECTIONS: tuple[Callable[[dict, int], list[str]], ...] = (
 def _targets_section(results: dict, cores: int) -> list[str]:
     """Each target with its verdict."""
     lines: list[str] = []
-    lines += ["", "targets (production set on this machine; the 4-chunk scaling figure; memory flatness):"]
+    lines += [
+        "",
+        "targets (production set on this machine, QC's cost included; the 4-chunk scaling figure; memory flatness):",
+    ]
     for row in results["targets"]:
         lines.append(
             f"  {row['verdict']:<5} {row['what']:<62} target {row['target']:<14} measured {_f(row['value'], '{:.3f}')}"

@@ -2,7 +2,8 @@
 
 Every run returns a flat record (``runner``, ``actors``, ``frames``, ``fps``,
 ``stage_seconds`` in the table's columns, ``model_busy_share``, peak memory ...)
-that ``bench.json`` stores as it is.
+that ``bench.json`` stores as it is; a Recast run also its ``quality``, read from the
+QC of its own job summary (``quality.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import resource
 
 from jobs.bench.memory import ActorMemoryPoller
+from jobs.bench.quality import IDENTITY_EVERY, qc_cost, quality_of
 from jobs.bench.settings import Settings
 from pipeline.encode import EncodeSettings
 
@@ -92,8 +94,11 @@ def recast_spec(
     enhance: bool,
     cache_dir: str,
     winograd: bool = True,
+    qc: bool = True,
 ) -> dict:
-    """The job spec of one Recast run (``winograd=False``: ONNX Runtime's own CPU convolutions)."""
+    """The job spec of one Recast run (``winograd=False``: ONNX Runtime's own CPU convolutions;
+    ``qc=False``: no QC in the actors or the driver).  QC measures identity on every
+    :data:`~jobs.bench.quality.IDENTITY_EVERY`-th frame of a track."""
     enc = encode_settings()
     return {
         "job_id": "bench-" + slug(label),
@@ -113,6 +118,7 @@ def recast_spec(
         },
         "chunking": {"seconds": chunk_seconds, "min_seconds": 1.0},
         "resources": {"cpus_per_actor": cpus_per_actor, "max_actors": actors},
+        "qc": {"enabled": qc, "identity_every": IDENTITY_EVERY},
     }
 
 
@@ -164,6 +170,7 @@ def run_recast(spec_data: dict, *, local_ray: bool) -> dict:
         "output_mb": shot.output_bytes / 1e6,
         "encoder": shot.encoder,
         "providers": shot.providers,
+        "quality": quality_of(shot.qc),
     }
 
 
@@ -179,12 +186,15 @@ def compare(
     cache_dir: str,
     local_ray: bool,
     direct_row: bool = False,
+    qc_cost_row: bool = False,
 ) -> dict:
     """Naive loop, Recast 1 actor x all cores, Recast one actor per core, on one clip.
 
     ``direct_row``: also Recast one actor per core with ONNX Runtime's own
     convolutions (``recast_<N>_direct``), which says how much of the speed-up is
-    the Winograd rewrite and how much the pipeline.
+    the Winograd rewrite and how much the pipeline.  ``qc_cost_row``: also Recast
+    one actor per core with QC off (``recast_<N>_noqc``), right after the same run
+    with QC on: QC's own cost (``qc_cost``).
     """
     cores = settings.cores
     out_dir = os.path.join(os.path.abspath(settings.out), "runs", slug(label))
@@ -192,13 +202,15 @@ def compare(
     logger.info("[%s] naive loop", label)
     naive = run_naive(clip, out_dir, pack, source, enhance, cache_dir)
     runs: dict[str, dict] = {"naive": naive}
-    plan = [("recast_1", 1, cores, True), (f"recast_{cores}", cores, 1, True)]
+    plan = [("recast_1", 1, cores, True, True), (f"recast_{cores}", cores, 1, True, True)]
+    if qc_cost_row:
+        plan.append((f"recast_{cores}_noqc", cores, 1, True, False))
     if direct_row:
-        plan.append((f"recast_{cores}_direct", cores, 1, False))
-    for name, actors, cpus, winograd in plan:
+        plan.append((f"recast_{cores}_direct", cores, 1, False, True))
+    for name, actors, cpus, winograd, qc in plan:
         if name in runs:
             continue
-        logger.info("[%s] %s: %d actor(s) x %d cpu", label, name, actors, cpus)
+        logger.info("[%s] %s: %d actor(s) x %d cpu, qc %s", label, name, actors, cpus, qc)
         spec = recast_spec(
             f"{label}-{name}",
             clip,
@@ -211,6 +223,7 @@ def compare(
             enhance=enhance,
             cache_dir=cache_dir,
             winograd=winograd,
+            qc=qc,
         )
         runs[name] = run_recast(spec, local_ray=local_ray)
     for run in runs.values():
@@ -224,4 +237,7 @@ def compare(
         "enhance": enhance,
         "runs": runs,
         "actors_time_ratio": many["seconds"] / one["seconds"] if one["seconds"] else None,
+        "quality": many["quality"],
+        "qc_identity_every": IDENTITY_EVERY,
+        "qc_cost": qc_cost(runs, f"recast_{cores}", f"recast_{cores}_noqc") if qc_cost_row else None,
     }

@@ -71,6 +71,11 @@ def plan_cases(settings: Settings, production: str) -> list[Case]:
     return cases
 
 
+def qc_cost_case(cases: list[Case]) -> Case | None:
+    """The case that also runs with QC off: the production set without the enhancer, first size."""
+    return next((c for c in cases if c.set_name == "production" and not c.enhance), None)
+
+
 def run_benchmark(settings: Settings) -> dict:
     """Everything the settings ask for; returns the ``bench.json`` content."""
     out = os.path.abspath(settings.out)
@@ -93,6 +98,7 @@ def run_benchmark(settings: Settings) -> dict:
     )
     packs = [("default", "builtin:default")] + ([("production", production)] if production else [])
     cases = plan_cases(settings, production) if production else []
+    qc_case = qc_cost_case(cases)
 
     ceilings: dict[Case, dict] = {}
     for case in cases:
@@ -124,6 +130,7 @@ def run_benchmark(settings: Settings) -> dict:
                 cache_dir=cache_dir,
                 local_ray=local_ray,
                 direct_row=case.set_name == "production" and not case.enhance,
+                qc_cost_row=case == qc_case,
             )
             comp["set"] = case.set_name
             comp["seconds"] = case.seconds

@@ -53,8 +53,8 @@ def test_every_runner_renders_every_frame(bench: tuple[dict, str]) -> None:
     assert sets == {"default", "production"}
     for comp in results["comparisons"]:
         runs = comp["runs"]
-        # production set: also Recast without the Winograd rewrite (ablation)
-        extra = {f"recast_{cores}_direct"} if comp["set"] == "production" else set()
+        # production set: also Recast without the Winograd rewrite (ablation) and without QC (its cost)
+        extra = {f"recast_{cores}_direct", f"recast_{cores}_noqc"} if comp["set"] == "production" else set()
         assert set(runs) == {"naive", "recast_1", f"recast_{cores}"} | extra
         frames = {run["frames"] for run in runs.values()}
         assert len(frames) == 1 and frames.pop() == 48  # 2 s at 24 fps, every frame out
@@ -132,3 +132,38 @@ def test_four_chunk_scaling_figure(bench: tuple[dict, str]) -> None:
         assert case["time_ratio"] == pytest.approx(many["seconds"] / one["seconds"])
     rows = [row for row in results["targets"] if "4-chunk shot" in row["what"]]
     assert len(rows) == 2 and all(row["what"] in text for row in rows)
+
+
+def test_quality_rows_and_qc_cost(bench: tuple[dict, str]) -> None:
+    """Every case has a quality row from its Recast run's own QC; the production set has QC's cost."""
+    results, text = bench
+    cores = results["machine"]["cores"]
+    assert "quality (QC of each case's" in text
+    for comp in results["comparisons"]:
+        q = comp["quality"]
+        assert q == comp["runs"][f"recast_{cores}"]["quality"] and comp["qc_identity_every"] == 4
+        assert q["frames"] == 48 and 0 < q["identity_frames"] <= q["frames"]
+        for key in ("similarity_mean", "similarity_p5"):
+            assert -1.0 <= q[key] <= 1.0
+        assert q["similarity_p5"] <= q["similarity_mean"] + 1e-9
+        assert q["unreplaced_frames"] >= 0
+        assert q["flicker_mean"] is None or q["flicker_mean"] >= 0
+        assert q["seam_mean"] >= 0
+        assert set(q["flags"]) >= {"unreplaced", "low_identity", "flicker", "seam"}
+        assert all(v >= 0 for v in q["flags"].values())
+        assert comp["label"] in text
+        for name, run in comp["runs"].items():
+            if name == "naive" or name.endswith("_noqc"):
+                assert run.get("quality") is None, name
+            else:
+                assert run["quality"]["frames"] == 48, name
+        if comp["set"] != "production":
+            assert comp["qc_cost"] is None
+            continue
+        cost = comp["qc_cost"]
+        assert (cost["on"], cost["off"]) == (f"recast_{cores}", f"recast_{cores}_noqc")
+        assert cost["render_ratio"] > 0 and cost["job_fps_ratio"] > 0
+        assert cost["render_ratio"] == pytest.approx(cost["render_seconds_on"] / cost["render_seconds_off"])
+    rows = [row for row in results["targets"] if "QC cost" in row["what"]]
+    assert len(rows) == 1 and rows[0]["target"] == "<= 1.05" and rows[0]["value"] > 0
+    assert rows[0]["verdict"] in ("PASS", "MISS") and rows[0]["what"] in text

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.bench.quality import quality_of
 from jobs.bench.scenarios import SCENARIOS
 from jobs.bench.settings import TINY, Settings
 from jobs.benchmark import main, parse_settings
@@ -67,3 +68,27 @@ def test_a_run_with_nothing_to_measure_writes_an_empty_report(tmp_path: Path, no
     assert "targets (" in (tmp_path / "bench.txt").read_text()
     # the table re-renders from bench.json alone
     assert main(["--report", str(tmp_path / "bench.json")]) == 0
+
+
+def test_quality_row_of_a_shot_qc() -> None:
+    """Means and the 5th percentile over the frames where measured; coverage and flags summed."""
+    qc = {
+        "frames": 4,
+        "counts": {"unreplaced": 1, "seam": 0},
+        "series": {
+            "similarity_after": [0.5, None, 0.7, None],
+            "coverage": {"replaced": [1, 0, 1, 1], "unreplaced": [0, 1, 0, 2]},
+            "flicker": [None, 1.0, 3.0, None],
+            "seam": [1.0, None, 2.0, 3.0],
+        },
+    }
+    q = quality_of(qc)
+    assert q is not None and quality_of(None) is None
+    assert (q["frames"], q["identity_frames"], q["flicker_frames"]) == (4, 2, 2)
+    assert q["similarity_mean"] == pytest.approx(0.6)
+    assert q["similarity_p5"] == pytest.approx(0.51)
+    assert (q["unreplaced_frames"], q["flicker_mean"], q["seam_mean"]) == (3, 2.0, 2.0)
+    assert q["flags"] == {"unreplaced": 1, "seam": 0}
+    q = quality_of({**qc, "series": {**qc["series"], "similarity_after": [None] * 4, "flicker": [None] * 4}})
+    assert q is not None and q["similarity_mean"] is None and q["similarity_p5"] is None
+    assert q["flicker_mean"] is None
