@@ -61,6 +61,11 @@ def qc_cost(runs: dict[str, dict[str, Any]], on: str, off: str) -> dict[str, Any
     ``render_ratio``: the render stage's actor-seconds (where the actors measure each
     replaced face: mattes, grids, seams and identity) with QC over without;
     ``job_fps_ratio``: the job's fps with QC over without (below 1: QC slows the job).
+    Two runs one after the other on a shared machine differ by more than 5 % in their
+    swap seconds alone, so ``measures_share_on`` says the same from one run: the share of
+    its render seconds outside the renderer's own sub-stages (align, swap, enhance, paste),
+    which is QC's face measures and identity embeds (its mattes are inside paste);
+    ``measures_share_off`` is that share without QC (about 0).
     """
     render_on = runs[on]["detail_stage_seconds"]["render"]
     render_off = runs[off]["detail_stage_seconds"]["render"]
@@ -74,4 +79,13 @@ def qc_cost(runs: dict[str, dict[str, Any]], on: str, off: str) -> dict[str, Any
         "job_fps_on": fps_on,
         "job_fps_off": fps_off,
         "job_fps_ratio": fps_on / fps_off if fps_off > 0 else None,
+        "measures_share_on": _outside_share(runs[on]["detail_stage_seconds"]),
+        "measures_share_off": _outside_share(runs[off]["detail_stage_seconds"]),
     }
+
+
+def _outside_share(stages: dict[str, float]) -> float | None:
+    """The share of the render stage outside its ``render.*`` sub-stages."""
+    render = stages.get("render", 0.0)
+    inside = sum(v for k, v in stages.items() if k.startswith("render."))
+    return max(0.0, render - inside) / render if render > 0 else None

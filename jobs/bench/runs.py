@@ -14,7 +14,7 @@ import re
 import resource
 
 from jobs.bench.memory import ActorMemoryPoller
-from jobs.bench.quality import IDENTITY_EVERY, qc_cost, quality_of
+from jobs.bench.quality import IDENTITY_EVERY, quality_of
 from jobs.bench.settings import Settings
 from pipeline.encode import EncodeSettings
 
@@ -194,7 +194,7 @@ def compare(
     convolutions (``recast_<N>_direct``), which says how much of the speed-up is
     the Winograd rewrite and how much the pipeline.  ``qc_cost_row``: also Recast
     one actor per core with QC off (``recast_<N>_noqc``), right after the same run
-    with QC on: QC's own cost (``qc_cost``).
+    with QC on: QC's own cost (``qc_cost``, derived in ``report.py``).
     """
     cores = settings.cores
     out_dir = os.path.join(os.path.abspath(settings.out), "runs", slug(label))
@@ -239,5 +239,4 @@ def compare(
         "actors_time_ratio": many["seconds"] / one["seconds"] if one["seconds"] else None,
         "quality": many["quality"],
         "qc_identity_every": IDENTITY_EVERY,
-        "qc_cost": qc_cost(runs, f"recast_{cores}", f"recast_{cores}_noqc") if qc_cost_row else None,
     }

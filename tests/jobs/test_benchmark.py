@@ -163,6 +163,7 @@ def test_quality_rows_and_qc_cost(bench: tuple[dict, str]) -> None:
         cost = comp["qc_cost"]
         assert (cost["on"], cost["off"]) == (f"recast_{cores}", f"recast_{cores}_noqc")
         assert cost["render_ratio"] > 0 and cost["job_fps_ratio"] > 0
+        assert 0 <= cost["measures_share_off"] < 1 and 0 < cost["measures_share_on"] < 1
         assert cost["render_ratio"] == pytest.approx(cost["render_seconds_on"] / cost["render_seconds_off"])
     rows = [row for row in results["targets"] if "QC cost" in row["what"]]
     assert len(rows) == 1 and rows[0]["target"] == "<= 1.05" and rows[0]["value"] > 0

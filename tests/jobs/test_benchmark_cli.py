@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.bench.quality import quality_of
+from jobs.bench.quality import qc_cost, quality_of
 from jobs.bench.scenarios import SCENARIOS
 from jobs.bench.settings import TINY, Settings
 from jobs.benchmark import main, parse_settings
@@ -92,3 +92,12 @@ def test_quality_row_of_a_shot_qc() -> None:
     q = quality_of({**qc, "series": {**qc["series"], "similarity_after": [None] * 4, "flicker": [None] * 4}})
     assert q is not None and q["similarity_mean"] is None and q["similarity_p5"] is None
     assert q["flicker_mean"] is None
+
+
+def test_qc_cost_of_two_runs() -> None:
+    def run(render: float, swap: float, fps: float) -> dict:
+        return {"detail_stage_seconds": {"render": render, "render.swap": swap}, "job_fps": fps}
+
+    cost = qc_cost({"on": run(10.5, 10.0, 1.0), "off": run(10.0, 10.0, 1.05)}, "on", "off")
+    assert cost["render_ratio"] == pytest.approx(1.05) and cost["job_fps_ratio"] == pytest.approx(1 / 1.05)
+    assert cost["measures_share_on"] == pytest.approx(0.5 / 10.5) and cost["measures_share_off"] == 0.0
