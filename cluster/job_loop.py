@@ -30,6 +30,7 @@ from cluster.planner import ShotPlanner, ShotRenders
 from cluster.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
 from cluster.provenance import JobProvenance
 from cluster.publish import Published, Publisher
+from cluster.sequences import complete_sequence
 from cluster.shot_finish import finish_qc, measures_of, write_tracks
 from cluster.shot_run import ShotRun
 from pipeline import storage
@@ -307,8 +308,8 @@ class JobLoop:
                 )
                 for name in layers
             }
-            self.merging[run.name] = self.publisher.submit_sequence(
-                run.shot.info, ref.output_url, written, passes
+            self.merging[run.name] = self.publisher.submit_call(
+                complete_sequence, run.shot.info, ref.output_url, written, passes
             )
             return
         window = None if run.shot.window.whole else run.shot.window.delivered

@@ -136,17 +136,9 @@ class Publisher:
             done[name] = merge_and_publish(urls, info, url, "", pass_signing, window)
         return replace(published, passes=done)
 
-    def submit_sequence(
-        self,
-        info: VideoInfo,
-        output_url: str,
-        written: dict[int, tuple[str, int]],
-        passes: dict[str, tuple[str, dict[int, tuple[str, int]]]] | None = None,
-    ) -> Future[Published]:
-        """Complete an image-sequence output and its passes (:func:`cluster.sequences.complete_sequence`)."""
-        from cluster.sequences import complete_sequence
-
-        return self._pool.submit(complete_sequence, info, output_url, written, passes or {})
+    def submit_call(self, fn: Callable[..., Published], *args: Any) -> Future[Published]:
+        """Run another publishing step (e.g. :func:`cluster.sequences.complete_sequence`) on these threads."""
+        return self._pool.submit(fn, *args)
 
     def remove_later(self, url: str) -> None:
         """Delete ``url`` (recursively) on the publisher's threads; a failure is logged."""

@@ -20,7 +20,8 @@ def test_demo_writes_its_outputs(tmp_path, capsys, ray_session) -> None:
     args = ["--out", str(out), "--seconds", "2", "--width", "160", "--height", "120"]
     with ray_session.use():
         assert demo.main(args) == 0
-        assert "48 frames at" in capsys.readouterr().out
+        printed = capsys.readouterr().out
+        assert "48 frames at" in printed and "QC astronaut:" in printed
         shot = out / "astronaut.mp4"
         assert probe(str(shot)).frame_count == probe(str(out / "plates" / "astronaut.mp4")).frame_count == 48
         picture = cv2.imread(str(out / "astronaut_before_after.png"))
@@ -28,7 +29,9 @@ def test_demo_writes_its_outputs(tmp_path, capsys, ray_session) -> None:
         # Left (before) and right (after) differ: the face was replaced.
         assert abs(picture[:, :160].astype(int) - picture[:, 160:].astype(int)).mean() > 2.0
         summary = json.loads((out / "summary.json").read_text())
-        assert summary["ok"] and summary["shots"][0]["faces_swapped"] == 48
+        # every frame's face, and the second face while it crosses (the demo's challenge)
+        assert summary["ok"] and summary["shots"][0]["faces_swapped"] >= 48
+        assert summary["shots"][0]["qc"]["series"]["numbers"] == list(range(48))
         assert summary["submit_to_first_chunk_seconds"] > 0
         spec = yaml.safe_load((out / "job.yaml").read_text())
         assert spec["models"]["pack"] == "builtin:default" and os.path.isabs(spec["shots"][0]["url"])
