@@ -18,7 +18,7 @@ class QcConfig(Frozen):
     """
 
     enabled: bool = True
-    identity_every: int = Field(default=12, ge=1)
+    identity_every: int = Field(default=48, ge=1)
     min_identity: float = Field(default=0.30, ge=-1.0, le=1.0)
     """Flag a replaced face whose cosine to its identity is below this (pack recognizer space)."""
     min_unreplaced_run: int = Field(default=1, ge=1)

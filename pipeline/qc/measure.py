@@ -40,10 +40,10 @@ def _grid(region: np.ndarray, top: float) -> tuple[float, ...]:
 
 
 def _gradient(region: np.ndarray) -> np.ndarray:
-    grey = region.astype(np.float32).mean(axis=-1)
+    grey = cv2.cvtColor(np.ascontiguousarray(region), cv2.COLOR_RGB2GRAY)
     gx = cv2.Sobel(grey, cv2.CV_32F, 1, 0, ksize=3)
     gy = cv2.Sobel(grey, cv2.CV_32F, 0, 1, ksize=3)
-    return np.hypot(gx, gy)
+    return cv2.magnitude(gx, gy)
 
 
 def seam_ratio(out: np.ndarray, plate: np.ndarray, matte: np.ndarray) -> float:
