@@ -176,13 +176,13 @@ class JobRunner:
             )
             loop.run()
             finished = True
-            if all(observer.shots[r.name].status == "published" for r in loop.runs):
-                # Every shot's segments are already gone; drop their empty parent too.
-                storage.remove(storage.join(prepared.work_url, "segments"), recursive=True)
         finally:
-            publisher.close()
+            publisher.close()  # waits for the segment removals it still has queued
             pool.kill_all()
             observer.progress.close()
+        if all(observer.shots[r.name].status == "published" for r in runs):
+            # Every shot's segments are gone now; drop their empty parent too.
+            storage.remove(storage.join(prepared.work_url, "segments"), recursive=True)
         provenance.write_audit(observer.summary, shot_urls)
         return observer.finish(finished=finished)
 
