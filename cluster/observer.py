@@ -66,7 +66,7 @@ class JobObserver:
         self.timeline: list[dict[str, Any]] = []
         self.thumbs: dict[str, Any] = {}
         self.qc_frames: dict[str, list[int]] = {}
-        """Shot -> frame numbers QC flagged first (they get thumbnails too)."""
+        """Shot -> source positions of the frames QC flagged worst (they get thumbnails too)."""
         self.shot_retries: dict[str, int] = {}
         self.report_seconds: list[float] = []
         """Wall seconds of every report rewrite (interim and final), from the copy of the state on."""
@@ -227,8 +227,8 @@ class JobObserver:
             from pipeline.thumbnails import thumbnails
 
             try:
-                flagged = [_position(source.info, n) for n in self.qc_frames.get(source.name, [])]
-                wanted = sorted(set(source.boundary_frames) | {f for f in flagged if f >= source.offset})
+                flagged = {f for f in self.qc_frames.get(source.name, []) if f >= source.offset}
+                wanted = sorted(set(source.boundary_frames) | flagged)
                 self.thumbs[source.name] = thumbnails(
                     source.url, source.output_url, source.info, wanted, offset=source.offset
                 )
@@ -248,7 +248,7 @@ class JobObserver:
         for flag in qc.flags:
             frames[flag.reason] = frames.get(flag.reason, 0) + flag.last - flag.first + 1
         self.metrics.qc_flagged(shot, frames)
-        self.qc_frames[shot] = [flag.first for flag in qc.flags[:QC_THUMBNAILS]]
+        self.qc_frames[shot] = qc.review_positions(QC_THUMBNAILS)
         if summary.qc_failed:
             logger.error("shot %s: QC failed on %s (qc.fail_on)", shot, ", ".join(summary.qc_failed))
 
@@ -322,8 +322,3 @@ class JobObserver:
         self.write_report(finished=finished)
         self._reporter.shutdown(wait=True)
         return self.summary
-
-
-def _position(info: VideoInfo, number: int) -> int:
-    """Source position of frame ``number`` (a sequence's numbers are contiguous from its first)."""
-    return number - int(info.pts[0]) if info.sequence is not None else number

@@ -24,7 +24,6 @@ from cluster.shot_run import ShotRun
 from pipeline.chunking import Chunk
 from pipeline.faces.types import Face, FaceTask
 from pipeline.passes.tracks import TrackFrame, track_frames
-from pipeline.probe import VideoInfo
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ class ShotPlanner:
             frame_times=shot.info.frame_times()[first:end],
         )
         seconds = time.perf_counter() - started
-        numbers = frame_numbers_of(shot.info, first, end)
+        numbers = shot.info.frame_numbers(first, end)
         records: list[TrackFrame] = []
         if "tracks" in shot.pass_urls:
             parts = {t: summary.parts or (t,) for t, summary in face_plan.tracks.items()}
@@ -129,10 +128,3 @@ class ShotPlanner:
             self.prepared.spec.qc,
             [c.start_frame - shot.plan.first_frame for c in shot.plan.chunks],
         )
-
-
-def frame_numbers_of(info: VideoInfo, start: int, end: int) -> list[int]:
-    """Frame numbers of positions ``[start, end)``: a sequence's own, a video's positions."""
-    if info.sequence is not None:
-        return [int(n) for n in info.pts[start:end]]
-    return list(range(start, end))

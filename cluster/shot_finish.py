@@ -31,11 +31,10 @@ def write_tracks(run: ShotRun, url: str, measures: list[FaceMeasure]) -> dict[st
     """Write the ``tracks`` pass (JSON lines and a ``.chan`` per track); pass file -> URL."""
     from pipeline.passes.naming import chan_url
     from pipeline.passes.tracks import chan, jsonl
-    from pipeline.thumbnails import frame_number
 
     info = run.shot.info
     similarity = {
-        (m.track, frame_number(info, m.frame)): m.similarity_after
+        (m.track, info.frame_number(m.frame)): m.similarity_after
         for m in measures
         if m.similarity_after is not None
     }

@@ -38,17 +38,10 @@ class ShotWindow:
         return self.delivered[1] - self.delivered[0]
 
 
-def frame_numbers(info: VideoInfo) -> tuple[int, int]:
-    """The first and last frame number of a source (a sequence's own; a video's from 0)."""
-    if info.sequence is not None:
-        return info.pts[0], info.pts[-1]
-    return 0, info.frame_count - 1
-
-
 def shot_window(info: VideoInfo, settings: ShotSettings, *, include_handles: bool) -> ShotWindow:
     """The shot's window; SpecError naming ``shots[i].frames`` when the range is outside the source."""
     n = info.frame_count
-    first, last = frame_numbers(info)
+    first, last = info.frame_number(0), info.frame_number(n - 1)
     if settings.frames is None:
         start, end = 0, n
     else:

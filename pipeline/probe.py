@@ -82,6 +82,17 @@ class VideoInfo:
         first = self.pts[0] if self.pts else 0
         return tuple(float((p - first) * self.time_base) for p in self.pts)
 
+    def frame_number(self, position: int) -> int:
+        """The frame number of position ``position``: an image sequence's own, a video's position."""
+        return int(self.pts[position]) if self.sequence is not None else position
+
+    def frame_numbers(self, start: int = 0, end: int | None = None) -> list[int]:
+        """Frame numbers of positions ``[start, end)`` (see :meth:`frame_number`)."""
+        stop = self.frame_count if end is None else end
+        if self.sequence is not None:
+            return [int(n) for n in self.pts[start:stop]]
+        return list(range(start, stop))
+
     def end_pts(self) -> int:
         """Timestamp just after the last frame (last pts plus one frame duration)."""
         if len(self.pts) >= 2:

@@ -111,11 +111,6 @@ def _plate_thumbnails(info: VideoInfo, output_url: str, wanted: list[int], width
     ]
 
 
-def frame_number(info: VideoInfo, position: int) -> int:
-    """The frame number of source position ``position``: a sequence's own, a video's position."""
-    return int(info.pts[position]) if info.sequence is not None else position
-
-
 def _runs(frames: list[int]) -> Iterator[tuple[int, int]]:
     """Consecutive sorted frames grouped as ``[start, end)`` ranges (one seek per range)."""
     start = prev = frames[0]
