@@ -137,17 +137,16 @@ class PlateFrames:
         frame: Any, pixels: np.ndarray, matte: np.ndarray | None, layers: Mapping[str, Any], converter: Any
     ) -> dict[str, FrameFile]:
         """The matte and face pass frames of one plate frame, written whole under its number."""
-        from pipeline.passes.layers import sequence_pass_pixels, sequence_pass_spec
+        from pipeline.passes.layers import pass_dtype, sequence_pass_pixels, sequence_pass_spec
         from pipeline.plates.frames import write_plate
 
         height, width = pixels.shape[:2]
         a = np.zeros((height, width), np.float32) if matte is None else matte
         values = sequence_pass_pixels(frame.pixels, pixels, a, converter.rgb, converter.normalise)
-        float_plate = frame.pixels.dtype == np.float32
         out = {}
         for name, pattern in layers.items():
-            spec = sequence_pass_spec(frame.spec, name, float_plate)
-            data = values[name].astype(np.float32 if float_plate and name == "face" else np.float16)
+            spec = sequence_pass_spec(frame.spec, name, frame.pixels.dtype)
+            data = values[name].astype(pass_dtype(name, frame.pixels.dtype))
             sha, size = write_plate(pattern.frame_url(frame.pts), data, spec)
             out[name] = (frame.pts, sha, size)
         return out

@@ -91,7 +91,7 @@ def _empty_pass(info: VideoInfo, number: int, pattern: SequencePattern, name: st
     import OpenImageIO as oiio
 
     from pipeline import storage
-    from pipeline.passes.layers import sequence_pass_spec
+    from pipeline.passes.layers import pass_dtype, sequence_pass_spec
     from pipeline.plates.frames import write_plate
 
     assert info.sequence is not None
@@ -102,8 +102,7 @@ def _empty_pass(info: VideoInfo, number: int, pattern: SequencePattern, name: st
             raise RecastError(f"{url}: cannot read its header ({oiio.geterror()})")
         plate_spec = oiio.ImageSpec(image.spec())
         image.close()
-    float_plate = info.sequence.pixel_type == "float"
-    spec = sequence_pass_spec(plate_spec, name, float_plate)
-    dtype = np.float32 if float_plate and name == "face" else np.float16
-    zeros = np.zeros((info.height, info.width, spec.nchannels), dtype)
+    # The plate's frames are read as ``sequence.dtype``: the same pass format as the rendered frames'.
+    spec = sequence_pass_spec(plate_spec, name, info.sequence.dtype)
+    zeros = np.zeros((info.height, info.width, spec.nchannels), pass_dtype(name, info.sequence.dtype))
     return write_plate(pattern.frame_url(number), zeros, spec)

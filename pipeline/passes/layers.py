@@ -80,8 +80,12 @@ def sequence_pass_pixels(
     }
 
 
-def sequence_pass_spec(plate_spec: Any, name: str, float_plate: bool) -> Any:
-    """The EXR header of pass ``name``: the plate frame's size and timing, half (or float) pixels, ZIP."""
-    if name == "matte":
-        return _pass_spec(plate_spec, ["A"], oiio.HALF, "zip")
-    return _pass_spec(plate_spec, ["R", "G", "B", "A"], oiio.FLOAT if float_plate else oiio.HALF, "zip")
+def pass_dtype(name: str, plate_dtype: np.dtype) -> np.dtype:
+    """The pixels of pass ``name`` of a plate read as ``plate_dtype``: half, but a float plate's face float."""
+    return np.dtype(np.float32 if name == "face" and plate_dtype == np.float32 else np.float16)
+
+
+def sequence_pass_spec(plate_spec: Any, name: str, plate_dtype: np.dtype) -> Any:
+    """The EXR header of pass ``name``: the plate frame's size and timing, :func:`pass_dtype` pixels, ZIP."""
+    fmt = oiio.FLOAT if pass_dtype(name, plate_dtype) == np.float32 else oiio.HALF
+    return _pass_spec(plate_spec, ["A"] if name == "matte" else ["R", "G", "B", "A"], fmt, "zip")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.faces.align import estimate_similarity, invert_affine, template_points
+from pipeline.faces.align import estimate_similarity, invert_affine
 from pipeline.faces.types import Face, FaceTask
 
 TEMPLATE_SIZE = 112
@@ -125,8 +125,3 @@ def chan(records: Sequence[TrackFrame], height: int) -> bytes:
         tx, ty, rz, s = face_transform(np.asarray(marks), height)
         lines.append(f"{r.frame} {tx:.4f} {ty:.4f} 0 0 0 {rz:.4f} {s:.6f} {s:.6f} 1\n")
     return "".join(lines).encode()
-
-
-def template_centre() -> np.ndarray:
-    """The ArcFace template's points (for tests that place a face by transform)."""
-    return template_points(TEMPLATE_SIZE, "arcface")

@@ -26,7 +26,6 @@ from pipeline.errors import MediaError
 from pipeline.hashing import sha256_file
 from pipeline.plates.colour import PlateConverter
 from pipeline.plates.imagefile import header_of, open_image
-from pipeline.plates.sequence import parse_sequence_url
 from pipeline.plates.types import SequenceInfo
 from pipeline.probe import VideoInfo
 
@@ -160,20 +159,6 @@ def merge_back(frame: PlateFrame, rendered: np.ndarray, converter: PlateConverte
     rows[:, list(converter.rgb)] = converter.encode(plate)
     out[changed] = rows
     return out
-
-
-@dataclass(frozen=True)
-class SequenceOutput:
-    """Where rendered frames go: a pattern URL (``.../sc010_recast.####.exr``), filled in.
-
-    ``compression``: None keeps each source frame's own compression.
-    """
-
-    url: str
-    compression: str | None = None
-
-    def frame_url(self, number: int) -> str:
-        return parse_sequence_url(self.url).frame_url(number)
 
 
 LOSSY_COMPRESSIONS = frozenset({"dwaa", "dwab", "b44", "b44a", "pxr24", "jpeg"})

@@ -15,8 +15,9 @@ import pytest
 from pipeline import storage
 from pipeline.errors import MediaError
 from pipeline.plates.colour import PlateConverter
-from pipeline.plates.frames import SequenceOutput, copy_plate, merge_back, read_plates, write_plate
+from pipeline.plates.frames import copy_plate, merge_back, read_plates, write_plate
 from pipeline.plates.probe import probe_sequence
+from pipeline.plates.sequence import parse_sequence_url
 from pipeline.plates.types import ColourRequest
 from tests.pipeline.plates.test_probe import FORMATS
 from tests.plates import write_sequence
@@ -44,7 +45,7 @@ def test_unchanged_round_trip_is_bit_exact(tmp_path, kind):
     extra = ("A", "Z") if opts["fmt"] == "exr" else ()
     url = write_sequence(tmp_path / "src", "s", count=3, extra_channels=extra, **opts)
     info, conv = _probe(url, opts["fmt"])
-    out = SequenceOutput(str(tmp_path / "out" / "s_recast.####.") + url.rpartition(".")[2])
+    out = parse_sequence_url(str(tmp_path / "out" / "s_recast.####.") + url.rpartition(".")[2])
     frames = list(read_plates(info, 0, 3, conv, threads=2))
     assert [(f.index, f.pts) for f in frames] == [(0, 1001), (1, 1002), (2, 1003)]
     for frame in frames:
@@ -123,7 +124,7 @@ def test_read_and_write_through_s3(s3_bucket, tmp_path, monkeypatch):
     for n in (1001, 1002):
         storage.publish_file(local.replace("####", str(n)), f"{s3_bucket}/in/s.{n}.exr")
     info, conv = _probe(f"{s3_bucket}/in/s.####.exr", "exr")
-    out = SequenceOutput(f"{s3_bucket}/out/s_recast.####.exr", compression="zip")
+    out = parse_sequence_url(f"{s3_bucket}/out/s_recast.####.exr")
     for frame in read_plates(info, 0, 2, conv):
         write_plate(
             out.frame_url(frame.pts), merge_back(frame, frame.rgb, conv), frame.spec, compression="zip"
