@@ -35,6 +35,7 @@ import numpy as np
 import ray
 from pydantic import Field
 
+from actors.consent import PictureEmbeddings
 from actors.plates import PlateFrames, frames_writer
 from actors.rendering import BatchRenderer, IdentityCheck
 from actors.results import ChunkAnalysis, SegmentResult
@@ -85,7 +86,7 @@ class RenderConfig(Frozen):
     """QC measures taken while rendering (None or disabled: none)."""
 
 
-class RenderWorker:
+class RenderWorker(PictureEmbeddings):
     """Model sessions + identities, created once; renders chunk after chunk."""
 
     def __init__(self, config: RenderConfig, label: str = "actor") -> None:

@@ -23,6 +23,7 @@ from cluster.manifest import JobManifest
 from cluster.provenance import audit_url, check_provenance
 from cluster.shots import ShotRef, ShotSettings, expand_shots, settings_of, work_url_for
 from cluster.spec import JobSpec
+from cluster.trust import Authorisation
 from cluster.windows import ShotWindow, render_chunks, shot_window
 from pipeline import storage
 from pipeline.chunking import Chunk, ChunkPlan, plan_chunks
@@ -96,6 +97,8 @@ class PreparedJob:
     """A manifest of an earlier run was found (and is used)."""
     consent_refs: dict[str, str]
     """Identity -> consent reference from the studio policy (empty without ``provenance``)."""
+    auth: Authorisation = field(default_factory=Authorisation)
+    """What the studio policy allowed (:func:`cluster.trust.authorise`)."""
 
     @property
     def pack_hash(self) -> str:
@@ -117,7 +120,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
     shots = expand_shots(spec)
     work_url = work_url_for(spec, shots)
     # The studio policy first: a refused identity or path must not cause a single read or write.
-    consent_refs = check_provenance(spec, shots, work_url)
+    auth = check_provenance(spec, shots, work_url)
     manifest = JobManifest(work_url)
     resumed = False
     if resume is not False:
@@ -158,7 +161,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
     for parent in sorted({_parent(p.ref.output_url) for p in planned}):
         storage.check_writable(parent)
     storage.check_writable(work_url)
-    if spec.provenance is not None and spec.provenance.audit:
+    if auth.audited:
         storage.check_writable(storage.join(audit_url(spec), "audit"))
     for p in planned:
         remove_interrupted_publish(p.ref.output_url)
@@ -173,7 +176,8 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
         keys=keys,
         shot_keys=shot_keys,
         resumed=resumed,
-        consent_refs=consent_refs,
+        consent_refs=auth.consent_refs,
+        auth=auth,
     )
 
 

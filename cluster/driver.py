@@ -128,7 +128,7 @@ class JobRunner:
             thumbnails=self.parts.thumbnails,
         )
         ledger = self.ledger = Ledger(prepared.manifest, resumed=prepared.resumed)
-        provenance = JobProvenance(spec, prepared.consent_refs, prepared.pack_hash)
+        provenance = JobProvenance(spec, prepared.consent_refs, prepared.pack_hash, prepared.auth)
         ledger.write_job(spec, prepared.pack_hash, prepared.keys.identities, prepared.shot_keys)
         shot_urls = [p.ref.url for p in prepared.planned] + [r.ref.url for r in prepared.reused]
         for p in prepared.planned:
@@ -153,6 +153,8 @@ class JobRunner:
         try:
             infos, starting = pool.warm()
             observer.actors_ready(infos, len(pool.actors))
+            provenance.check_faces(pool.first)  # consent bound to faces, before any chunk is read
+            provenance.write_intent([p.ref for p in prepared.planned])
             embeddings = ray.get(pool.first.identity_embeddings.remote())
             runs = self._shot_runs(prepared.planned, pool)
             logger.info(

@@ -1,21 +1,24 @@
-"""Driver-side provenance: the studio policy before anything runs, signing at publish, the audit record.
+"""Driver-side provenance: the studio policy before anything runs, signing at publish, the audit records.
 
 :func:`check_provenance` runs before any read for rendering or any write;
-:class:`JobProvenance` is built from the checked job and hands the publisher
-what to sign each output with, and writes the job's audit record at the end.
+:class:`JobProvenance` is built from the checked job: it checks the identity
+pictures' faces against the policy's reference embeddings on a warm actor,
+writes the ``job.started`` audit record before any chunk renders, hands the
+publisher what to sign each output with, and writes the result record at the end.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from cluster.shots import ShotRef, output_prefix_for
 from cluster.spec import JobSpec
+from cluster.trust import Authorisation, authorise, check_faces
 from pipeline import storage
-from pipeline.errors import RecastError, SpecError
+from pipeline.errors import RecastError, SpecError, StorageError
+from pipeline.hashing import sha256_url
 
 if TYPE_CHECKING:
     from cluster.summary import JobSummary
@@ -24,22 +27,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-NO_POLICY_REF = "none (no studio policy in the job)"
-"""Consent reference recorded in manifests and audit records when the job names no policy."""
 SIGNABLE = (".mp4", ".mov", ".m4v")
 """Containers C2PA signing supports (BMFF)."""
-
-
-def input_urls(spec: JobSpec, shots: list[ShotRef]) -> list[str]:
-    """Every URL the job reads: shots, identity pictures and adapters, and the model pack."""
-    urls = [s.url for s in shots]
-    for ident in spec.identities.values():
-        urls.extend(ident.images)
-        if ident.adapter is not None:
-            urls.append(ident.adapter.url)
-    if not spec.models.pack.startswith("builtin:"):
-        urls.append(spec.models.pack)
-    return urls
 
 
 def audit_url(spec: JobSpec) -> str:
@@ -52,10 +41,10 @@ def adapter_hashes(spec: JobSpec) -> dict[str, str]:
     return {n: i.adapter.sha256 for n, i in sorted(spec.identities.items()) if i.adapter is not None}
 
 
-def signer_config(spec: JobSpec) -> SignerConfig:
-    """The ``SignerConfig`` of the job's ``provenance.signer``."""
+def signer_config(spec: JobSpec, timestamp_url: str | None = None) -> SignerConfig:
+    """The job's ``provenance.signer`` with the time-stamp authority of the policy or the cluster."""
     assert spec.provenance is not None and spec.provenance.signer is not None
-    return spec.provenance.signer
+    return spec.provenance.signer.model_copy(update={"timestamp_url": timestamp_url})
 
 
 def watermark_config(spec: JobSpec) -> WatermarkConfig | None:
@@ -66,33 +55,17 @@ def watermark_config(spec: JobSpec) -> WatermarkConfig | None:
     return prov.watermark
 
 
-def check_provenance(spec: JobSpec, shots: list[ShotRef], work_url: str) -> dict[str, str]:
-    """Policy (consent, prefixes) and signer checks, before anything is read for rendering or written.
+def check_provenance(spec: JobSpec, shots: list[ShotRef], work_url: str) -> Authorisation:
+    """Policy (consent, prefixes, approved pictures) and signer checks, before anything is read for rendering or written.
 
-    Returns identity -> consent reference.  Raises PolicyError naming the
-    identity or URL the studio policy refuses, SpecError for outputs that
+    Returns what the policy allowed (:class:`cluster.trust.Authorisation`).
+    Raises PolicyError naming the identity, picture or URL the studio policy
+    refuses, SpecError for a field a cluster policy forbids, outputs that
     cannot be signed or a signer that cannot be built.
     """
+    auth = authorise(spec, shots, [s.output_url for s in shots] + [work_url])
     prov = spec.provenance
-    if prov is None:
-        return {}
-    refs = {name: NO_POLICY_REF for name in spec.identities}
-    if prov.policy_url is not None:
-        from pipeline.provenance.policy import authorise_job, load_policy
-
-        assert prov.project is not None  # the spec requires it with a policy
-        outputs = [s.output_url for s in shots] + [work_url]
-        if prov.audit:
-            outputs.append(storage.join(audit_url(spec), "audit"))
-        refs = authorise_job(
-            load_policy(prov.policy_url),
-            project=prov.project,
-            identity_names=spec.identities,
-            input_urls=input_urls(spec, shots),
-            output_urls=outputs,
-            today=dt.datetime.now(dt.UTC).date(),
-        )
-    if prov.signer is not None:
+    if prov is not None and prov.signer is not None:
         from pipeline.provenance.credentials import make_signer
 
         for shot in shots:
@@ -101,8 +74,9 @@ def check_provenance(spec: JobSpec, shots: list[ShotRef], work_url: str) -> dict
                     "provenance.signer",
                     f"{shot.output_url}: Content Credentials need an {', '.join(SIGNABLE)} output",
                 )
-        make_signer(signer_config(spec)).close()  # a bad key or chain fails now, not after rendering
-    return refs
+        # A bad key or chain fails now, not after rendering.
+        make_signer(signer_config(spec, auth.timestamp_url)).close()
+    return auth
 
 
 @dataclass(frozen=True)
@@ -113,6 +87,7 @@ class JobProvenance:
     consent_refs: dict[str, str]
     """Identity -> consent reference from the studio policy (empty without ``provenance``)."""
     pack_hash: str
+    auth: Authorisation = field(default_factory=Authorisation)
 
     def signing(self, output_url: str) -> tuple[ManifestInfo, SignerConfig] | None:
         """(ManifestInfo, SignerConfig) for ``output_url`` when the job signs its outputs."""
@@ -130,19 +105,54 @@ class JobProvenance:
             adapters=adapter_hashes(self.spec),
             watermark_payload=job_payload(self.spec.job_id) if prov.watermark.enabled else None,
         )
-        return info, signer_config(self.spec)
+        return info, signer_config(self.spec, self.auth.timestamp_url)
+
+    def check_faces(self, actor: Any) -> None:
+        """The identity pictures' faces against the policy's reference embeddings, on a warm actor."""
+        check_faces(self.auth, actor)
+
+    def write_intent(self, shots: list[ShotRef]) -> None:
+        """The ``job.started`` record, before any chunk renders: spec, identities and consent, inputs.
+
+        Under a cluster policy a failure raises StorageError (the job does not
+        start); otherwise it is logged.
+        """
+        if not self.auth.audited:
+            return
+        try:
+            inputs = {
+                url: digest
+                for pictures in self.auth.picture_sha256.values()
+                for url, digest in pictures.items()
+            }
+            for ident in self.spec.identities.values():
+                for url in ident.images:
+                    if url not in inputs:
+                        inputs[url] = sha256_url(url)
+            extra = {
+                "policy_url": self.auth.policy_url,
+                "cluster_policy": self.auth.cluster_policy,
+                "shots": {s.name: {"url": s.url, "output_url": s.output_url} for s in shots},
+            }
+            url = self._append("job.started", inputs, {}, extra)
+        except (RecastError, OSError) as exc:
+            if self.auth.cluster_policy:
+                raise StorageError(
+                    storage.join(audit_url(self.spec), "audit"),
+                    f"the job's intent record could not be written and the cluster policy requires it: {exc}",
+                ) from exc
+            logger.error("job %s: could not write its intent audit record: %s", self.spec.job_id, exc)
+            return
+        logger.info("job %s: intent audit record %s", self.spec.job_id, url)
 
     def write_audit(self, summary: JobSummary, shot_urls: list[str]) -> None:
         """One audit record for this run of the job: inputs, published outputs, consent, models.
 
-        A failure is logged and added to the summary's warnings.
+        A failure fails the job under a cluster policy (``summary.failures``);
+        otherwise it is logged and added to the summary's warnings.
         """
-        prov = self.spec.provenance
-        if prov is None or not prov.audit:
+        if not self.auth.audited:
             return
-        from pipeline.hashing import sha256_url
-        from pipeline.provenance.audit import AuditLog, make_record
-
         spec = self.spec
         try:
             inputs = {url: sha256_url(url) for url in shot_urls}
@@ -154,20 +164,39 @@ class JobProvenance:
                 for s in summary.shots
                 if s.status == "published" and s.output_sha256
             }
-            record = make_record(
-                job_id=spec.job_id,
-                spec=spec,
-                identities=self.consent_refs,
-                model_pack_sha256=self.pack_hash,
-                adapters=adapter_hashes(spec),
-                inputs=inputs,
-                outputs=outputs,
-                event="job.completed" if summary.ok else "job.failed",
-                extra={"shots": {s.name: s.status for s in summary.shots}},
-            )
-            url = AuditLog(audit_url(spec)).append(record)
-        except RecastError as exc:
+            event = "job.completed" if summary.ok else "job.failed"
+            url = self._append(event, inputs, outputs, {"shots": {s.name: s.status for s in summary.shots}})
+        except (RecastError, OSError) as exc:
             logger.error("job %s: could not write its audit record: %s", spec.job_id, exc)
-            summary.warnings.append(f"audit record not written: {exc}")
+            if self.auth.cluster_policy:
+                summary.failures.append(f"audit record not written (the cluster policy requires it): {exc}")
+            else:
+                summary.warnings.append(f"audit record not written: {exc}")
             return
         logger.info("job %s: audit record %s", spec.job_id, url)
+
+    def _append(
+        self, event: str, inputs: dict[str, str], outputs: dict[str, str], extra: dict[str, Any]
+    ) -> str:
+        from pipeline.provenance.audit import AuditLog, make_record
+
+        record = make_record(
+            job_id=self.spec.job_id,
+            spec=self.spec,
+            identities=self.consent_refs,
+            model_pack_sha256=self.pack_hash,
+            adapters=adapter_hashes(self.spec),
+            inputs=inputs,
+            outputs=outputs,
+            job_metadata=self.auth.job_metadata,
+            event=event,
+            extra={**extra, "ray_job_id": _ray_job_id()},
+        )
+        return AuditLog(audit_url(self.spec)).append(record)
+
+
+def _ray_job_id() -> str | None:
+    """The Ray job id of this driver, when Ray is running."""
+    import ray
+
+    return ray.get_runtime_context().get_job_id() if ray.is_initialized() else None

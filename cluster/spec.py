@@ -39,7 +39,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, check_media_url, overridden
-from pipeline import storage
+from pipeline import storage, yamlload
 from pipeline.configbase import Frozen
 from pipeline.encode import EncodeSettings
 from pipeline.errors import SpecError
@@ -189,8 +189,11 @@ class ProvenanceSpec(Frozen):
     """Consent policy, Content Credentials, watermark, review label and audit log of a job.
 
     ``policy_url`` points at the studio policy (nothing here can relax it) and
-    needs ``project``; ``signer`` signs every output (MP4/MOV only); ``audit``
-    appends one record per job run under ``<output prefix>/audit/``.
+    needs ``project``; on a cluster with ``RECAST_POLICY_URL`` it must be that
+    policy or absent, and ``audit`` cannot be false (see :mod:`cluster.trust`).
+    ``signer`` signs every output (MP4/MOV only), with the time-stamp authority of
+    the policy or the cluster, never one from here; ``audit`` appends a record
+    when the job starts and one when it ends under ``<output prefix>/audit/``.
     """
 
     policy_url: str | None = None
@@ -204,6 +207,12 @@ class ProvenanceSpec(Frozen):
     def _project_with_policy(self) -> ProvenanceSpec:
         if self.policy_url is not None and not self.project:
             raise _FieldError("provenance.project", "required when provenance.policy_url is set")
+        if self.signer is not None and self.signer.timestamp_url is not None:
+            raise _FieldError(
+                "provenance.signer.timestamp_url",
+                "a job spec cannot choose the time-stamp authority: set timestamp_url in the studio "
+                "policy or RECAST_TIMESTAMP_URL on the cluster",
+            )
         return self
 
 
@@ -329,7 +338,9 @@ def load_spec(path_or_url: str) -> JobSpec:
     """Read and validate a YAML job spec from a local path or URL."""
     raw = storage.read_bytes(path_or_url)
     try:
-        data = yaml.safe_load(raw)
+        data = yamlload.load(raw)
+    except yamlload.ImpossibleDateError as exc:
+        raise SpecError(dotted(exc.loc), f"{exc} in {path_or_url}") from None
     except yaml.YAMLError as exc:
         raise SpecError("spec", f"{path_or_url} is not valid YAML: {exc}") from None
     base_dir = (

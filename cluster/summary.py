@@ -83,12 +83,16 @@ class JobSummary:
     first_chunk_seconds: float | None = None
     """From the start of the driver to the first rendered segment uploaded."""
     warnings: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    """Job-wide failures besides the shots' (an audit record a cluster policy requires, not written)."""
     started_at_epoch: float = 0.0
     """Wall-clock time (``time.time()``) the driver started; the ``*_seconds`` offsets count from it."""
 
     @property
     def ok(self) -> bool:
-        return all(s.status in ("published", "skipped") and not s.qc_failed for s in self.shots)
+        return not self.failures and all(
+            s.status in ("published", "skipped") and not s.qc_failed for s in self.shots
+        )
 
     @property
     def frames(self) -> int:
@@ -112,6 +116,7 @@ class JobSummary:
             "first_chunk_seconds": _round(self.first_chunk_seconds),
             "started_at_epoch": self.started_at_epoch,
             "warnings": self.warnings,
+            "failures": self.failures,
             "actor_info": self.actor_info,
             "shots": [s.to_dict() for s in self.shots],
         }
@@ -141,6 +146,7 @@ class JobSummary:
                 lines.append(f"{'':<20} error: {s.error}")
             if s.qc_failed:
                 lines.append(f"{'':<20} QC failed (qc.fail_on): {', '.join(s.qc_failed)}; output published")
+        lines.extend(f"job failure: {failure}" for failure in self.failures)
         first = f"{self.first_chunk_seconds:.1f}s" if self.first_chunk_seconds is not None else "-"
         lines.append(
             f"job {self.job_id}: {'OK' if self.ok else 'FAILED'}  {self.frames} frames in {self.wall_seconds:.1f}s "

@@ -107,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             json.dump(data, fh, indent=2, default=str)
     if not summary.ok:
         failed = [f"{s.name}: {redact_text(str(s.error))}" for s in summary.shots if s.status == "failed"]
+        failed += [f"job: {redact_text(f)}" for f in summary.failures]
         print("recast: failed shots:\n  " + "\n  ".join(failed), file=sys.stderr)
         return EXIT_RENDER_FAILED
     return EXIT_OK

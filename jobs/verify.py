@@ -4,8 +4,10 @@
 
 The file may be a local path or a storage URL (s3://, gs://...).  Prints what
 the manifest says (consent references, model pack hash, job id) and any
-validation failures.  Exit status: 0 valid (and trusted, when trust anchors
-are given), 1 tampered or untrusted, 2 no credentials or unreadable input.
+validation failures.  Exit status: 0 valid and signed by a certificate that
+chains to the given trust anchors, 1 tampered or untrusted (a valid file
+checked without ``--trust-anchors`` is untrusted: anyone can sign with a
+self-made certificate), 2 no credentials or unreadable input.
 """
 
 from __future__ import annotations
@@ -42,7 +44,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result.model_dump(mode="json", exclude={"manifest"}), indent=1))
     else:
-        print(f"{args.video}: {result.status}" + (" (trusted signer)" if result.trusted else ""))
+        trust = (
+            " (trusted signer)"
+            if result.trusted
+            else (" (untrusted signer)" if result.status == "valid" else "")
+        )
+        print(f"{args.video}: {result.status}{trust}")
         if result.signer:
             print(f"  signed by: {result.signer}")
         if result.job_id:
@@ -56,7 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  failure: {failure}")
     if result.status == "missing":
         return EXIT_MISSING
-    if result.status == "tampered" or (anchors and not result.trusted):
+    if result.status == "tampered":
+        return EXIT_INVALID
+    if not result.trusted:
+        why = "no --trust-anchors given" if not anchors else "the signer does not chain to the trust anchors"
+        print(f"recast verify: {args.video}: untrusted ({why})", file=sys.stderr)
         return EXIT_INVALID
     return EXIT_OK
 

@@ -117,7 +117,9 @@ def make_record(
         adapters=dict(adapters or {}),
         inputs=tuple(FileDigest(url=u, sha256=h) for u, h in (inputs or {}).items()),
         outputs=tuple(FileDigest(url=u, sha256=h) for u, h in (outputs or {}).items()),
-        ray_submission_id=env.get("RAY_JOB_SUBMISSION_ID") or None,
+        ray_submission_id=(job_metadata or {}).get("job_submission_id")
+        or env.get("RAY_JOB_SUBMISSION_ID")
+        or None,
         event=event,
         extra=dict(extra or {}),
     )

@@ -1,22 +1,32 @@
 """Studio policy: which identities are cleared (consent), for which projects and
 dates, and which storage prefixes jobs may read from and write to.
 
-The policy lives in a YAML or JSON file at a URL owned by the studio.  Job specs
-only point at it: nothing in a job spec can relax it.  ``enforce: false`` in the
-policy file itself is the only way to turn consent refusals into warnings.
+The policy lives in a YAML or JSON file at a URL owned by the studio.  On a
+cluster it is pinned by the ``RECAST_POLICY_URL`` environment variable (see
+``cluster.trust``) and always enforced; a local job spec may point at one.
+Nothing in a job spec can relax it.  ``enforce: false`` in the policy file is
+the only way to turn consent refusals into warnings, and only where no cluster
+policy is set.
+
+Consent is bound to faces, not only names: an identity may list the sha256 of
+its approved reference pictures (``reference_sha256``) and/or a reference
+embedding (``reference_embedding_url``, a ``.npy`` of one or more recognizer
+embeddings) that the job's faces must match (``min_similarity``, cosine).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import posixpath
+import re
 from collections.abc import Iterable, Mapping
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from pipeline import storage
+from pipeline import storage, yamlload
 from pipeline.configbase import Frozen
 from pipeline.errors import RecastError, SpecError
 
@@ -24,6 +34,11 @@ log = logging.getLogger(__name__)
 
 NOT_ENFORCED_REF = "none (policy enforce: false)"
 """Consent reference recorded for an uncleared identity when the policy does not enforce."""
+DEFAULT_MIN_SIMILARITY = 0.4
+"""Cosine similarity an identity picture's face must reach against the reference embedding.
+Real recognizers put different people well below it (SFace <= 0.35, ArcFace about 0.1-0.3)
+and the same person above it (0.5-0.9); studios tune it per identity."""
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class PolicyError(RecastError):
@@ -48,6 +63,29 @@ class Clearance(Frozen):
     valid_from: dt.date | None = None
     valid_until: dt.date | None = None
     """Last day (inclusive) on which the consent may be used."""
+    reference_sha256: tuple[str, ...] = ()
+    """sha256 (hex) of the approved reference pictures; when set, every picture of the
+    identity in a job must be one of them."""
+    reference_embedding_url: tuple[str, ...] = ()
+    """``.npy`` files of recognizer embeddings (D,) or (N, D) of the consenting person; when
+    set, every picture's face must reach ``min_similarity`` against one of them."""
+    min_similarity: float = Field(default=DEFAULT_MIN_SIMILARITY, gt=-1.0, le=1.0)
+
+    @field_validator("reference_sha256", mode="before")
+    @classmethod
+    def _hashes(cls, value: object) -> object:
+        values = [value] if isinstance(value, str) else value
+        if isinstance(values, list | tuple):
+            values = [v.lower() if isinstance(v, str) else v for v in values]
+            for v in values:
+                if not isinstance(v, str) or not _SHA256.match(v):
+                    raise ValueError(f"{v!r} is not a sha256 (64 hex digits)")
+        return values
+
+    @field_validator("reference_embedding_url", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _dates_ordered(self) -> Clearance:
@@ -65,6 +103,8 @@ class Policy(Frozen):
     """Inputs must lie under one of these URL prefixes; empty means unrestricted."""
     allowed_output_prefixes: tuple[str, ...] = ()
     """Outputs must lie under one of these URL prefixes; empty means unrestricted."""
+    timestamp_url: str | None = None
+    """RFC 3161 time-stamp authority for Content Credentials (never from a job spec)."""
 
     @field_validator("allowed_input_prefixes", "allowed_output_prefixes")
     @classmethod
@@ -78,7 +118,10 @@ class Policy(Frozen):
 def parse_policy(text: str | bytes, where: str = "<policy>") -> Policy:
     """Parse policy YAML/JSON text; SpecError names the file and the bad field."""
     try:
-        data = yaml.safe_load(text)
+        data = yamlload.load(text)
+    except yamlload.ImpossibleDateError as exc:
+        field = ".".join(str(p) for p in exc.loc)
+        raise SpecError(f"{where}#{field}", str(exc)) from None
     except yaml.YAMLError as exc:
         raise SpecError(where, f"not valid YAML/JSON: {exc}") from exc
     if not isinstance(data, Mapping):
@@ -97,7 +140,7 @@ def load_policy(url: str) -> Policy:
 
 
 def check_identities(
-    policy: Policy, project: str, identity_names: Iterable[str], today: dt.date
+    policy: Policy, project: str | None, identity_names: Iterable[str], today: dt.date
 ) -> dict[str, str]:
     """Consent references of ``identity_names`` for ``project`` on ``today``.
 
@@ -107,6 +150,7 @@ def check_identities(
     warning and the identity is recorded with ``NOT_ENFORCED_REF``.
     """
     refs: dict[str, str] = {}
+    # Names are compared exactly: a look-alike ("hеro" with a Cyrillic e) or "Hero" is another identity.
     for name in sorted(set(identity_names)):
         problem = _clearance_problem(policy.identities.get(name), project, today)
         if problem is None:
@@ -120,9 +164,14 @@ def check_identities(
     return refs
 
 
-def _clearance_problem(clearance: Clearance | None, project: str, today: dt.date) -> str | None:
+def _clearance_problem(clearance: Clearance | None, project: str | None, today: dt.date) -> str | None:
     if clearance is None:
         return "not cleared: no consent on record in the studio policy"
+    if project is None and "*" not in clearance.projects:
+        return (
+            f"consent {clearance.consent_ref} covers only projects {', '.join(clearance.projects)}: "
+            "name the project in provenance.project"
+        )
     if "*" not in clearance.projects and project not in clearance.projects:
         return (
             f"consent {clearance.consent_ref} does not cover project {project!r} "
@@ -163,20 +212,46 @@ def _has_dotdot(url: str) -> bool:
     return ".." in path.split("/")
 
 
+def comparable_url(url: str) -> str:
+    """``url`` in the form prefix checks compare (two URLs of one place compare equal)."""
+    return _normalise(url)
+
+
 def _normalise(url: str) -> str:
-    """Comparable form: local paths become absolute ``file://`` URLs."""
+    """Comparable form: local paths become resolved absolute ``file://`` URLs.
+
+    Symbolic links are resolved (``os.path.realpath``), so a link inside an
+    allowed folder that points outside it is judged by where it points.
+    """
     if storage.is_local(url):
         path = storage.local_path(url)
-        return "file://" + posixpath.normpath(posixpath.abspath(path))
+        return "file://" + os.path.realpath(path)
     scheme, rest = url.split("://", 1)
     # Collapse '//' and '.' so that s3://b//x and s3://b/./x compare equal to s3://b/x.
     return f"{scheme.lower()}://{posixpath.normpath(rest)}"
 
 
+def check_pictures(policy: Policy, name: str, picture_sha256: Mapping[str, str]) -> None:
+    """Raise PolicyError unless every picture (URL -> sha256) of ``name`` is an approved reference.
+
+    Does nothing when the identity's clearance lists no ``reference_sha256``.
+    """
+    clearance = policy.identities.get(name)
+    if clearance is None or not clearance.reference_sha256:
+        return
+    for url, digest in picture_sha256.items():
+        if digest not in clearance.reference_sha256:
+            raise PolicyError(
+                f"identity {name!r}",
+                f"picture {url} (sha256 {digest}) is not one of the reference pictures approved "
+                f"with consent {clearance.consent_ref} (reference_sha256 in the studio policy)",
+            )
+
+
 def authorise_job(
     policy: Policy,
     *,
-    project: str,
+    project: str | None,
     identity_names: Iterable[str],
     input_urls: Iterable[str],
     output_urls: Iterable[str],

@@ -75,6 +75,22 @@ def test_missing_and_untrusted(signed, tmp_path: Path) -> None:
     )
 
 
+def test_valid_without_trust_anchors_is_untrusted(signed, tmp_path: Path, capsys) -> None:
+    """Anyone can sign with a self-made certificate: intact is not enough for exit 0."""
+    assert verify_cli.main([str(signed["signed"])]) == verify_cli.EXIT_INVALID
+    captured = capsys.readouterr()
+    assert "untrusted" in captured.err and "--trust-anchors" in captured.err, captured.err
+    assert "valid (untrusted signer)" in captured.out
+    # A self-signed certificate (its own root) is just as untrusted without anchors.
+    own = make_test_ca(tmp_path / "self", "Self Signed")
+    config = SignerConfig(certificate_chain_url=str(own["chain"]), private_key_url=str(own["key"]))
+    sign_video(signed["render"], tmp_path / "self.mp4", INFO, config)
+    assert verify_cli.main([str(tmp_path / "self.mp4")]) == verify_cli.EXIT_INVALID
+    assert verify_cli.main([str(tmp_path / "self.mp4"), "--trust-anchors", str(own["root"])]) == (
+        verify_cli.EXIT_OK
+    )
+
+
 def test_verify_command(signed, capsys) -> None:
     code = verify_cli.main([str(signed["signed"]), "--trust-anchors", str(signed["root"]), "--json"])
     assert code == verify_cli.EXIT_OK

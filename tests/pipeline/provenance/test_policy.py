@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -14,10 +15,12 @@ from pipeline import storage
 from pipeline.errors import SpecError
 from pipeline.provenance.audit import AuditLog, make_record
 from pipeline.provenance.policy import (
+    DEFAULT_MIN_SIMILARITY,
     NOT_ENFORCED_REF,
     PolicyError,
     authorise_job,
     check_identities,
+    check_pictures,
     check_url_allowed,
     load_policy,
     parse_policy,
@@ -151,3 +154,88 @@ def test_local_prefixes_and_unrestricted(tmp_path: Path) -> None:
     check_url_allowed(policy, "s3://anything/a.mov", "input")
     with pytest.raises(PolicyError):
         check_url_allowed(policy, "s3://anything/../a.mov", "input")
+
+
+@pytest.mark.parametrize("name", ["Alice", "ALICE", "\u0430lice", "alic\u0435", "alice ", "al\u200bice"])
+def test_lookalike_and_case_variant_names_are_other_identities(policy, name) -> None:
+    """Names are compared exactly: a Cyrillic 'а', a case variant or a zero-width space is not alice."""
+    with pytest.raises(PolicyError, match="not cleared"):
+        check_identities(policy, "nightfall", [name], DAY)
+
+
+@pytest.mark.parametrize(
+    ("date", "field"),
+    [
+        ("2027-06-31", "identities.alice.valid_until"),
+        ("2027-02-30", "identities.alice.valid_until"),
+        ("2026-13-01", "identities.alice.valid_until"),
+    ],
+)
+def test_impossible_policy_dates_name_file_and_field(tmp_path: Path, date: str, field: str) -> None:
+    path = tmp_path / "studio.yaml"
+    path.write_text(POLICY_YAML.replace("valid_until: 2026-12-31", f"valid_until: {date}"))
+    with pytest.raises(SpecError) as err:
+        load_policy(str(path))
+    assert err.value.field == f"{path}#{field}", err.value
+    assert date in str(err.value) and "not a date that exists" in str(err.value)
+
+
+def test_reference_pictures_by_sha256(tmp_path: Path) -> None:
+    approved = tmp_path / "alice_front.jpg"
+    approved.write_bytes(b"alice, front, approved")
+    other = tmp_path / "someone.jpg"
+    other.write_bytes(b"a picture of someone else")
+    digest = hashlib.sha256(approved.read_bytes()).hexdigest()
+    policy = parse_policy(
+        "identities: {alice: {consent_ref: R1, projects: ['*'], reference_sha256: ["
+        + digest.upper()  # hex case does not matter
+        + "]}, bob: {consent_ref: R2, projects: ['*']}}"
+    )
+    assert policy.identities["alice"].reference_sha256 == (digest,)
+    check_pictures(policy, "alice", {str(approved): digest})
+    check_pictures(policy, "bob", {str(other): "0" * 64})  # no references listed: consent by name only
+    bad = hashlib.sha256(other.read_bytes()).hexdigest()
+    with pytest.raises(PolicyError) as err:
+        check_pictures(policy, "alice", {str(approved): digest, str(other): bad})
+    assert "identity 'alice'" in str(err.value) and str(other) in str(err.value) and bad in str(err.value)
+    with pytest.raises(SpecError, match="reference_sha256"):
+        parse_policy("identities: {a: {consent_ref: R, projects: ['*'], reference_sha256: [abc]}}")
+
+
+def test_symlink_out_of_an_allowed_prefix_is_refused(tmp_path: Path) -> None:
+    """Prefixes are compared on resolved paths: a link inside an allowed folder is judged by its target."""
+    allowed, outside = tmp_path / "plates", tmp_path / "private"
+    allowed.mkdir()
+    outside.mkdir()
+    (outside / "secret.mov").write_bytes(b"not for this job")
+    (allowed / "ok.mov").write_bytes(b"plate")
+    os.symlink(outside / "secret.mov", allowed / "sneaky.mov")
+    os.symlink(outside, allowed / "linked-dir")
+    policy = parse_policy(f"allowed_input_prefixes: ['{allowed}']\nallowed_output_prefixes: ['{allowed}']")
+    check_url_allowed(policy, str(allowed / "ok.mov"), "input")
+    for url in (allowed / "sneaky.mov", allowed / "linked-dir" / "secret.mov"):
+        with pytest.raises(PolicyError, match="not under an allowed input prefix"):
+            check_url_allowed(policy, str(url), "input")
+    # Outputs too, including one that does not exist yet under a linked folder.
+    with pytest.raises(PolicyError, match="not under an allowed output prefix"):
+        check_url_allowed(policy, f"file://{allowed}/linked-dir/new/out.mp4", "output")
+    check_url_allowed(policy, f"file://{allowed}/new/out.mp4", "output")
+    # A prefix that is itself a link is resolved the same way: its target is what is allowed.
+    os.symlink(allowed, tmp_path / "plates-link")
+    linked = parse_policy(f"allowed_input_prefixes: ['{tmp_path / 'plates-link'}']")
+    check_url_allowed(linked, str(allowed / "ok.mov"), "input")
+    with pytest.raises(PolicyError):
+        check_url_allowed(linked, str(tmp_path / "plates-link" / "sneaky.mov"), "input")
+
+
+def test_timestamp_url_and_similarity_fields() -> None:
+    policy = parse_policy(
+        "timestamp_url: http://tsa.studio.example/\n"
+        "identities: {a: {consent_ref: R, projects: ['*'], reference_embedding_url: s3://legal/a.npy}}"
+    )
+    assert policy.timestamp_url == "http://tsa.studio.example/"
+    clearance = policy.identities["a"]
+    assert clearance.reference_embedding_url == ("s3://legal/a.npy",)
+    assert clearance.min_similarity == DEFAULT_MIN_SIMILARITY
+    with pytest.raises(SpecError, match="min_similarity"):
+        parse_policy("identities: {a: {consent_ref: R, projects: ['*'], min_similarity: 1.5}}")
