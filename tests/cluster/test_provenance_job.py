@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import av
+import cv2
 import numpy as np
 import pytest
 import yaml
@@ -26,10 +27,12 @@ from jobs.bench.clips import make_face_clip, write_source_image
 from pipeline import storage
 from pipeline.errors import SpecError
 from pipeline.provenance.audit import AuditLog
+from pipeline.provenance.consent import picture_embeddings
 from pipeline.provenance.credentials import verify_video
 from pipeline.provenance.policy import PolicyError
 from pipeline.provenance.redact import RedactingFilter
 from pipeline.provenance.watermark import WatermarkConfig, detect, job_payload
+from tests.faces_data import astronaut, default_models, default_pack  # noqa: F401
 from tests.pipeline.provenance.provenance_helpers import make_test_ca
 
 JOB_ID = "prov-job"
@@ -56,7 +59,8 @@ def setup(tmp_path_factory) -> dict[str, str]:
         yaml.safe_dump(
             {
                 "identities": {"hero": {"consent_ref": CONSENT, "projects": ["ep101"]}},
-                "allowed_input_prefixes": [str(media)],
+                # The signer's key and chain are inputs like any other.
+                "allowed_input_prefixes": [str(media), str(root / "ca")],
                 "allowed_output_prefixes": [str(root / "out")],
             }
         )
@@ -167,8 +171,10 @@ def test_signed_watermarked_audited_and_redacted(
     assert result.consent_refs == {"hero": CONSENT}
     assert result.model_pack_sha256 == pack_hash
 
-    # One audit record for the run, with the published output's hash and the consent reference.
-    (record,) = AuditLog(setup["out"]).records()
+    # An intent record before rendering, then the result with the published output's hash and consent.
+    started, record = AuditLog(setup["out"]).records()
+    assert (started.event, record.event) == ("job.started", "job.completed")
+    assert started.identities == {"hero": CONSENT} and not started.outputs
     assert record.job_id == JOB_ID and record.identities == {"hero": CONSENT}
     assert record.model_pack_sha256 == pack_hash
     assert {(o.url, o.sha256) for o in record.outputs} == {(output, sha256)}
@@ -197,3 +203,146 @@ def test_signed_watermarked_audited_and_redacted(
         assert SIGNATURE not in text, name
     for name in ("summary.json", "log", "audit"):
         assert "X-Amz-Signature=***REDACTED***" in texts[name], name
+
+
+# -- a cluster policy (RECAST_POLICY_URL): pinned, always enforced, always audited --------------
+
+
+@pytest.fixture(scope="module")
+def cluster(setup, tmp_path_factory, default_models) -> dict[str, str]:  # noqa: F811
+    """A cluster policy binding hero's consent to the source picture's sha256 and its face's embedding,
+    and a reference embedding of someone else (the astronaut) for the mismatch case."""
+    root = tmp_path_factory.mktemp("cluster-policy")
+    ((_, hero_face),) = picture_embeddings([setup["source"]], default_models, 0)
+    np.save(root / "hero.npy", hero_face)
+    astronaut_png = os.path.join(os.path.dirname(setup["source"]), "astronaut.png")
+    cv2.imwrite(astronaut_png, cv2.cvtColor(astronaut(), cv2.COLOR_RGB2BGR))
+    ((_, other_face),) = picture_embeddings([astronaut_png], default_models, None)
+    np.save(root / "someone-else.npy", other_face)
+    source_sha = hashlib.sha256(Path(setup["source"]).read_bytes()).hexdigest()
+
+    def policy(name: str, embedding: str, **extra: object) -> str:
+        clearance = {
+            "consent_ref": CONSENT,
+            "projects": ["*"],
+            "reference_sha256": [source_sha],
+            "reference_embedding_url": str(root / embedding),
+        }
+        data = {
+            "identities": {"hero": clearance},
+            "allowed_input_prefixes": [os.path.dirname(setup["source"]), str(Path(setup["chain"]).parent)],
+            "allowed_output_prefixes": [str(root / "out")],
+            **extra,
+        }
+        path = root / name
+        path.write_text(yaml.safe_dump(data))
+        return str(path)
+
+    return {
+        "policy": policy("cluster.yaml", "hero.npy", enforce=False),  # enforce: false is ignored
+        "mismatch": policy("mismatch.yaml", "someone-else.npy"),
+        "astronaut": astronaut_png,
+        "out": str(root / "out"),
+    }
+
+
+def _plain_spec(setup: dict[str, str], out: str, identity: str = "hero") -> dict:
+    spec = _spec(setup, identity, setup["clip"])
+    del spec["provenance"]
+    spec["job_id"] = "cluster-job"
+    spec["output"]["url"] = os.path.join(out, "{shot}.mp4")
+    return spec
+
+
+def test_cluster_policy_refusals(setup, cluster, tmp_path, capsys, monkeypatch, no_redaction_leak) -> None:
+    """Every refusal comes before Ray and before anything is written (exit 2, naming the field or picture)."""
+    from jobs.render import EXIT_BAD_INPUT, main
+
+    monkeypatch.setenv("RECAST_POLICY_URL", cluster["policy"])
+    other_picture = _plain_spec(setup, cluster["out"])
+    other_picture["identities"]["hero"] = {"images": [cluster["astronaut"]]}
+    spoofed_env = json.dumps({"runtime_env": {"env_vars": {"RECAST_POLICY_URL": ""}}, "metadata": {}})
+    cases = [
+        # No provenance block: consent is still checked, by the cluster's policy.
+        (
+            _plain_spec(setup, cluster["out"], "stranger"),
+            {},
+            ["refused by the studio policy", "'stranger'", "not cleared"],
+        ),
+        # enforce: false in the cluster policy does not relax it either: case variants are strangers.
+        (_plain_spec(setup, cluster["out"], "Hero"), {}, ["'Hero'", "not cleared"]),
+        (
+            {
+                **_plain_spec(setup, cluster["out"]),
+                "provenance": {"policy_url": setup["policy"], "project": "ep101"},
+            },
+            {},
+            ["provenance.policy_url", cluster["policy"], "RECAST_POLICY_URL"],
+        ),
+        (
+            {**_plain_spec(setup, cluster["out"]), "provenance": {"audit": False}},
+            {},
+            ["provenance.audit", "every job is audited"],
+        ),
+        (other_picture, {}, ["'hero'", cluster["astronaut"], "reference_sha256"]),
+        (
+            _plain_spec(setup, cluster["out"]),
+            {"RAY_JOB_CONFIG_JSON_ENV_VAR": spoofed_env},
+            ["runtime_env.env_vars.RECAST_POLICY_URL"],
+        ),
+    ]
+    for spec, env, words in cases:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert main([_write_spec(str(tmp_path), spec)]) == EXIT_BAD_INPUT, words
+        err = capsys.readouterr().err
+        for word in words:
+            assert word in err, err
+        for name in env:
+            monkeypatch.delenv(name)
+        assert not os.path.exists(cluster["out"]), words
+    # The same spec with the policy the cluster pins is accepted (no conflict): checked up to the signer.
+    same = {
+        **_plain_spec(setup, cluster["out"]),
+        "provenance": {"policy_url": cluster["policy"], "project": "x"},
+    }
+    assert prepare_job(parse_spec(same)).auth.cluster_policy
+
+
+def test_cluster_policy_job_without_provenance(
+    ray_local, setup, cluster, tmp_path, monkeypatch, no_redaction_leak
+) -> None:
+    """A spec without a provenance block on a cluster with a policy: consent checked (by name, picture
+    hash and face), an intent record before rendering and a result record, submitter from Ray's metadata."""
+    from jobs.render import EXIT_OK, main
+
+    monkeypatch.setenv("RECAST_POLICY_URL", cluster["policy"])
+    metadata = {"submitter": "jdoe@studio", "job_submission_id": "raysubmit_cluster1"}
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps({"runtime_env": {}, "metadata": metadata}))
+    assert main([_write_spec(str(tmp_path), _plain_spec(setup, cluster["out"]))]) == EXIT_OK
+    started, completed = AuditLog(cluster["out"]).records()
+    assert (started.event, completed.event) == ("job.started", "job.completed")
+    for record in (started, completed):
+        assert record.identities == {"hero": CONSENT}
+        assert record.submitter == "jdoe@studio" and record.ray_submission_id == "raysubmit_cluster1"
+        assert record.extra["ray_job_id"]
+    assert started.extra["cluster_policy"] and started.extra["policy_url"] == cluster["policy"]
+    source_sha = hashlib.sha256(Path(setup["source"]).read_bytes()).hexdigest()
+    assert (setup["source"], source_sha) in {(i.url, i.sha256) for i in started.inputs}
+    assert started.time_utc < completed.time_utc and len(completed.outputs) == 1
+
+
+def test_face_not_matching_the_reference_is_refused(
+    ray_local, setup, cluster, tmp_path, capsys, monkeypatch, no_redaction_leak
+) -> None:
+    """hero's picture is the approved file, but the consent's reference embedding is someone else's face:
+    refused on the warm actor before any chunk is read, naming identity, picture and similarity."""
+    from jobs.render import EXIT_BAD_INPUT, main
+
+    monkeypatch.setenv("RECAST_POLICY_URL", cluster["mismatch"])
+    out = os.path.join(cluster["out"], "mismatch")
+    assert main([_write_spec(str(tmp_path), _plain_spec(setup, out))]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "'hero'" in err and setup["source"] in err and "similarity" in err, err
+    assert not os.path.exists(os.path.join(out, "plate.mp4"))
+    assert not AuditLog(out).urls()  # refused before the intent record
