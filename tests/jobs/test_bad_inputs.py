@@ -350,3 +350,50 @@ def test_work_area_disk_full(media, dest, tmp_path, capsys, ray_local, small_fs)
     assert_untouched(dest, before)
     assert stat_fingerprint(str(dest / "keep.mp4")) == keep_fp
     assert not tmp_files(str(small_fs))
+
+
+# -- provenance fields a job spec may not set, and dates that do not exist -------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "words"),
+    [
+        (
+            "provenance: {project: 2027-02-30}\n",
+            "provenance.project",
+            ["2027-02-30", "not a date that exists"],
+        ),
+        ("tags: {delivery: 2027-06-31}\n", "tags.delivery", ["2027-06-31", "job.yaml"]),
+        (
+            (
+                "provenance: {signer: {certificate_chain_url: c.pem, private_key_url: k.pem,"
+                " timestamp_url: 'http://tsa.example'}}\n"
+            ),
+            "provenance.signer.timestamp_url",
+            ["studio policy", "RECAST_TIMESTAMP_URL"],
+        ),
+    ],
+)
+def test_bad_provenance_in_spec(media, dest, tmp_path, capsys, text, field, words, no_ray) -> None:
+    spec = yaml.safe_dump(job_spec(media, str(dest), "bad-prov")) + text
+    before = snapshot(dest)
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "bad job spec" in err and field in err, err
+    for word in words:
+        assert word in err, err
+    assert_untouched(dest, before)
+
+
+@pytest.mark.parametrize("date", ["2027-06-31", "2027-02-30"])
+def test_policy_date_that_does_not_exist(media, dest, tmp_path, capsys, date, no_ray) -> None:
+    policy = tmp_path / "studio-policy.yaml"
+    policy.write_text(f"identities:\n  hero: {{consent_ref: R-1, projects: [ep1], valid_until: {date}}}\n")
+    spec = job_spec(media, str(dest), "bad-policy-date")
+    spec["provenance"] = {"policy_url": str(policy), "project": "ep1"}
+    before = snapshot(dest)
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"{policy}#identities.hero.valid_until" in err and date in err, err
+    assert not ray.is_initialized()
+    assert_untouched(dest, before)
