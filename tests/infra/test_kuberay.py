@@ -326,3 +326,91 @@ def test_no_credentials_in_manifests() -> None:
         text = path.read_text()
         assert not re.search(r"AKIA[0-9A-Z]{16}|BEGIN [A-Z ]*PRIVATE KEY|aws_secret_access_key", text), path
         assert "kind: Secret" not in text, path
+
+
+# ---- the cluster policy and who may reach the dashboard -----------------------------------
+
+
+def _pod_templates(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = _cluster_spec(manifest)
+    return [spec["headGroupSpec"]["template"]] + [g["template"] for g in spec["workerGroupSpecs"]]
+
+
+@pytest.mark.parametrize("name", ["raycluster", "rayjob"])
+def test_every_pod_runs_under_the_cluster_policy(name: str) -> None:
+    for template in _pod_templates(load_yaml(K8S / f"{name}.yaml")):
+        for container in template["spec"]["containers"]:
+            env = {e["name"]: e.get("value", "") for e in container["env"]}
+            assert env.get("RECAST_POLICY_URL", "").startswith("s3://"), container["name"]
+
+
+def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def networkpolicy_problems(policy: Any, manifests: list[dict[str, Any]], job_names: list[str]) -> list[str]:
+    """Why ``policy`` does not keep the dashboard to the operator, the submitters and the cluster's own pods."""
+    if not isinstance(policy, dict) or policy.get("kind") != "NetworkPolicy":
+        return ["not a NetworkPolicy"]
+    problems = []
+    if policy.get("apiVersion") != "networking.k8s.io/v1":
+        problems.append("apiVersion must be networking.k8s.io/v1")
+    spec = policy.get("spec", {})
+    selector = spec.get("podSelector", {})
+    if not selector.get("matchLabels"):
+        problems.append("podSelector must name the Recast pods")
+    if "Ingress" not in spec.get("policyTypes", []):
+        problems.append("policyTypes must include Ingress")
+    for manifest in manifests:
+        for template in _pod_templates(manifest):
+            if not _matches(selector, template["metadata"]["labels"]):
+                problems.append(f"pods {template['metadata']['labels']} are not selected")
+    submitters, operator = set(), False
+    for i, rule in enumerate(spec.get("ingress", [])):
+        peers = rule.get("from") or []
+        if not peers:
+            problems.append(f"ingress[{i}] admits every source")
+        ports = {p.get("port") for p in rule.get("ports", [])}
+        for peer in peers:
+            if "ipBlock" in peer:
+                problems.append(f"ingress[{i}] admits an IP block")
+                continue
+            own_labels = peer.get("podSelector", {}).get("matchLabels")
+            if "namespaceSelector" not in peer and own_labels == selector.get("matchLabels"):
+                continue
+            if ports != {8265}:
+                problems.append(
+                    f"ingress[{i}] admits pods other than the cluster's own on ports {sorted(ports) or 'all'}"
+                )
+            labels = peer.get("podSelector", {}).get("matchLabels", {})
+            operator |= labels.get("app.kubernetes.io/name") == "kuberay-operator"
+            if "batch.kubernetes.io/job-name" in labels:
+                submitters.add(labels["batch.kubernetes.io/job-name"])
+    if not operator:
+        problems.append("the KubeRay operator cannot reach the dashboard")
+    if missing := set(job_names) - submitters:
+        problems.append(f"the submitter of RayJob(s) {sorted(missing)} cannot reach the dashboard")
+    return problems
+
+
+def test_dashboard_reachable_only_by_operator_submitter_and_own_pods(
+    raycluster: dict[str, Any], rayjob: dict[str, Any]
+) -> None:
+    policy = load_yaml(K8S / "networkpolicy.yaml")
+    manifests, jobs = [raycluster, rayjob], [rayjob["metadata"]["name"]]
+    assert networkpolicy_problems(policy, manifests, jobs) == []
+    # Inside the pod the dashboard listens on all interfaces (the head Service needs it).
+    for manifest in manifests:
+        assert _cluster_spec(manifest)["headGroupSpec"]["rayStartParams"]["dashboard-host"] == "0.0.0.0"
+
+    def broken(edit: Any) -> list[str]:
+        copy_ = copy.deepcopy(policy)
+        edit(copy_)
+        return networkpolicy_problems(copy_, manifests, jobs)
+
+    assert broken(lambda p: p["spec"]["ingress"].append({"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}))
+    assert broken(lambda p: p["spec"]["ingress"].append({"ports": [{"port": 8265}]}))
+    assert broken(lambda p: p["spec"]["ingress"][1].pop("ports"))
+    assert broken(lambda p: p["spec"]["ingress"][1]["from"].pop(1))
+    assert broken(lambda p: p["spec"]["podSelector"]["matchLabels"].update(tier="other"))
+    assert broken(lambda p: p["spec"].update(policyTypes=["Egress"]))

@@ -200,3 +200,15 @@ def test_images_are_ours_on_the_pinned_ray(config: dict[str, Any]) -> None:
     assert config["docker"]["worker_image"] == image["gpu"]
     # Nothing is installed when a node starts: the image carries everything.
     assert not config.get("setup_commands")
+
+
+def test_dashboard_on_loopback_and_cluster_policy(cloud: str, config: dict[str, Any]) -> None:
+    """The job API runs any code: it listens on the head's loopback, reached by `ray dashboard` (SSH)."""
+    head = " ".join(config["head_start_ray_commands"])
+    assert "--dashboard-host=127.0.0.1" in head
+    assert "0.0.0.0" not in LAUNCHER_CONFIGS[cloud].read_text()
+    # The studio policy is the cluster's, for the head (driver) and the workers alike.
+    policy = [o for o in config["docker"]["run_options"] if o.startswith("--env=RECAST_POLICY_URL=")]
+    assert len(policy) == 1
+    assert policy[0].split("=", 2)[2].startswith({"aws": "s3://", "gcp": "gs://"}[cloud])
+    assert not config["docker"].get("head_run_options") and not config["docker"].get("worker_run_options")

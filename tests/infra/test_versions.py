@@ -105,3 +105,13 @@ def test_dockerfile_copies_only_existing_paths(flavour: str) -> None:
             # README.md is the lead's; it must exist before an image is built.
             if source != "README.md":
                 assert (repo / source).exists(), f"{flavour}: COPY source {source} is missing"
+
+
+@pytest.mark.parametrize("flavour", sorted(DOCKERFILES))
+def test_dockerfile_carries_the_cluster_policy(flavour: str) -> None:
+    """RECAST_POLICY_URL can be baked in at build time; empty by default (set by the launcher or KubeRay)."""
+    text = DOCKERFILES[flavour].read_text()
+    assert re.search(r'^ARG RECAST_POLICY_URL=""$', text, re.MULTILINE)
+    assert re.search(r"^\s+RECAST_POLICY_URL=\$\{RECAST_POLICY_URL\} \\$", text, re.MULTILINE)
+    # Declared after FROM: an ARG before it would be empty in the build stage.
+    assert text.index("ARG RECAST_POLICY_URL") > text.index("\nFROM ")
