@@ -19,7 +19,8 @@ adapters, identity pictures, outputs, work area) is checked before Ray starts.
 
 Exit status: 0 when every shot's output is published (or skipped by
 ``output.if_exists: skip``); 2 for a bad spec or input (the message names the
-field or file, or the identity or URL that ``provenance.policy_url`` refuses);
+field or file, or the identity, picture or URL that the studio policy refuses:
+``RECAST_POLICY_URL`` on a cluster, else ``provenance.policy_url``);
 1 when rendering failed (the summary says which shots and why).  Credentials
 passed by mistake are redacted from the logs, the summary and error messages.
 The summary is printed and written to ``<work area>/summary.json``.
@@ -87,6 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         ray.init(log_to_driver=True, logging_level=logging.WARNING)
     try:
         summary = runner.run()
+    except PolicyError as exc:  # the identity pictures' faces, checked on a warm actor
+        print(
+            f"recast: job {spec.job_id} refused by the studio policy: {redact_text(str(exc))}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     except RecastError as exc:
         print(f"recast: job {spec.job_id} not started: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT

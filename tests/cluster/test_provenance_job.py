@@ -343,6 +343,7 @@ def test_face_not_matching_the_reference_is_refused(
     out = os.path.join(cluster["out"], "mismatch")
     assert main([_write_spec(str(tmp_path), _plain_spec(setup, out))]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
-    assert "'hero'" in err and setup["source"] in err and "similarity" in err, err
+    assert "refused by the studio policy" in err and "'hero'" in err, err
+    assert setup["source"] in err and "similarity" in err and "min_similarity 0.4" in err, err
     assert not os.path.exists(os.path.join(out, "plate.mp4"))
     assert not AuditLog(out).urls()  # refused before the intent record
