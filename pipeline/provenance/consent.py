@@ -39,8 +39,11 @@ class FaceReference:
 
 def read_embeddings(url: str, where: str) -> np.ndarray:
     """The (N, D) unit-length float32 rows of the ``.npy`` at ``url``; SpecError naming ``where``."""
+    data = storage.read_bytes(url)
+    if not data.startswith(b"\x93NUMPY"):
+        raise SpecError(where, f"{url} is not a .npy file (numpy.save) of embeddings")
     try:
-        array = np.load(io.BytesIO(storage.read_bytes(url)), allow_pickle=False)
+        array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise SpecError(where, f"{url} is not a .npy array of embeddings: {exc}") from None
     if array.ndim == 1:

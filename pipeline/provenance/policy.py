@@ -131,7 +131,7 @@ def parse_policy(text: str | bytes, where: str = "<policy>") -> Policy:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
-        raise SpecError(f"{where}#{field}", first["msg"]) from exc
+        raise SpecError(f"{where}#{field}", str(first["msg"]).removeprefix("Value error, ")) from exc
 
 
 def load_policy(url: str) -> Policy:

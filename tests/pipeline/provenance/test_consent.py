@@ -81,7 +81,7 @@ def test_reference_from_another_recognizer_is_refused(default_models, pictures, 
 @pytest.mark.parametrize(
     ("content", "words"),
     [
-        (b"not numpy", "not a .npy"),
+        (b"not numpy", "not a .npy file"),
         (np.zeros((2, 128), np.float32), "non-zero"),
         (np.ones((2, 2, 2), np.float32), "shape"),
     ],
