@@ -9,7 +9,8 @@ policy (local use, as before).
 
 The time-stamp authority for Content Credentials comes only from the policy
 (``timestamp_url``) or the cluster (``RECAST_TIMESTAMP_URL``), never from a job
-spec.  Nothing here imports Ray: it runs before Ray starts.
+spec.  Everything but :func:`check_faces` (a call to a warm actor) runs before Ray starts
+(Ray is imported only there).
 """
 
 from __future__ import annotations
