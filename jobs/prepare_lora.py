@@ -15,8 +15,10 @@ On a cluster (CPU only; the rewrite takes about as long as reading the model)::
     ray job submit --address http://HEAD:8265 --working-dir . -- \\
         python -m jobs.prepare_lora --pack s3://studio/packs/recast-v1 --rank 8
 
-With no adapter active the prepared model computes exactly what the original did;
-the job checks that on a random input before publishing.  Exit status: 0 done,
+With no adapter active the prepared model computes what the original did: the job
+checks that on four random inputs before publishing (max |difference| at most
+1e-5 x the range of the original output: zero slots change how ONNX Runtime
+fuses the arithmetic, so an ulp or so is normal) and prints the figure.  Exit status: 0 done,
 2 bad input (the message names the file or field).
 """
 
@@ -27,43 +29,44 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from jobs.cli import configure_logging
+
+if TYPE_CHECKING:
+    from pipeline.lora.checks import UnchangedReport
+    from pipeline.lora.prepare import LoraSlots
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
-def check_unchanged(original: bytes, prepared: bytes, where: str) -> float:
-    """Max abs difference of the two models' outputs on one random input; ModelPackError unless 0."""
-    import numpy as np
-    import onnxruntime as ort
-
-    from pipeline.errors import ModelPackError
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    a = ort.InferenceSession(original, opts, providers=["CPUExecutionProvider"])
-    b = ort.InferenceSession(prepared, opts, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for i in a.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in i.shape]
-        feeds[i.name] = rng.random(shape, dtype=np.float32)
-    worst = 0.0
-    for x, y in zip(a.run(None, feeds), b.run(None, feeds), strict=True):
-        worst = max(worst, float(np.max(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)))))
-    if worst != 0.0:
-        raise ModelPackError(where, f"prepared model's output differs from the original's by {worst:g}")
-    return worst
-
-
-def prepare_in_pack(pack_url: str, role: str, rank: int, pattern: str) -> dict[str, object]:
-    """Prepare the ``role`` model of the pack at ``pack_url``; returns the updated manifest entry."""
+def prepare_bytes(
+    data: bytes, where: str, rank: int, pattern: str
+) -> tuple[bytes, LoraSlots, UnchangedReport]:
+    """Prepare the model in ``data`` and check it in memory: (prepared bytes, slots, check figures)."""
     import onnx
 
+    from pipeline.errors import ModelPackError
+    from pipeline.lora.checks import check_unchanged
+    from pipeline.lora.prepare import prepare_model, sha256_bytes
+
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception as exc:  # any parse failure means a bad model file
+        raise ModelPackError(where, f"not an ONNX model ({exc})") from exc
+    prepared, slots = prepare_model(model, rank=rank, base_sha256=sha256_bytes(data), pattern=pattern)
+    out = prepared.SerializeToString()
+    return out, slots, check_unchanged(data, out, where)
+
+
+def prepare_in_pack(
+    pack_url: str, role: str, rank: int, pattern: str
+) -> tuple[dict[str, object], UnchangedReport]:
+    """Prepare the ``role`` model of the pack at ``pack_url``; returns the updated manifest entry
+    and what the unchanged-output check measured."""
     from pipeline import storage
     from pipeline.errors import ModelPackError
-    from pipeline.lora.prepare import prepare_model, sha256_bytes
+    from pipeline.lora.prepare import sha256_bytes
 
     manifest_url = storage.join(pack_url, "manifest.json")
     manifest = json.loads(storage.read_bytes(manifest_url))
@@ -77,11 +80,7 @@ def prepare_in_pack(pack_url: str, role: str, rank: int, pattern: str) -> dict[s
     data = storage.read_bytes(src_url)
     if sha256_bytes(data) != entry.get("sha256"):
         raise ModelPackError(src_url, f"checksum mismatch with the manifest ({entry.get('sha256')})")
-    prepared, slots = prepare_model(
-        onnx.load_model_from_string(data), rank=rank, base_sha256=sha256_bytes(data), pattern=pattern
-    )
-    out = prepared.SerializeToString()
-    check_unchanged(data, out, src_url)
+    out, slots, report = prepare_bytes(data, src_url, rank, pattern)
     stem, _ = os.path.splitext(entry["file"])
     new_file = f"{stem}.lora{rank}.onnx"
     storage.write_bytes(storage.join(pack_url, new_file), out)  # model first, then the manifest naming it
@@ -89,7 +88,7 @@ def prepare_in_pack(pack_url: str, role: str, rank: int, pattern: str) -> dict[s
     entry["sha256"] = sha256_bytes(out)
     entry.setdefault("contract", {})["lora"] = slots.to_contract()
     storage.write_bytes(manifest_url, (json.dumps(manifest, indent=2) + "\n").encode())
-    return entry
+    return entry, report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -100,24 +99,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="where to write the prepared model (with --model)")
     parser.add_argument("--role", default="swapper", help="pack role to prepare (default swapper)")
     parser.add_argument("--rank", type=int, default=8)
-    parser.add_argument("--pattern", default=".*", help="regex (re.search) on weight initializer names")
+    parser.add_argument(
+        "--pattern",
+        default=".*",
+        help="regex (re.search) on weight initializer names; for inswapper_128 '^styles\\.' (see README)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
     from pipeline import storage
     from pipeline.errors import RecastError
-    from pipeline.lora.prepare import prepare_file
 
     try:
         if args.pack:
-            entry = prepare_in_pack(args.pack, args.role, args.rank, args.pattern)
+            entry, report = prepare_in_pack(args.pack, args.role, args.rank, args.pattern)
             lora = entry["contract"]["lora"]  # type: ignore[index]
             print(f"prepared {entry['file']}: {len(lora['slots'])} LoRA slots of rank {lora['rank']}")
+            print(f"outputs with no adapter match the original: {report.describe()}")
             return EXIT_OK
         if not args.out:
             parser.error("--model needs --out")
-        slots = prepare_file(args.model, args.out, rank=args.rank, pattern=args.pattern)
-        check_unchanged(storage.read_bytes(args.model), storage.read_bytes(args.out), args.out)
+        out, slots, report = prepare_bytes(
+            storage.read_bytes(args.model), args.model, args.rank, args.pattern
+        )
+        storage.write_bytes(args.out, out)  # only a model that passed the check is written
+        print(f"outputs with no adapter match the original: {report.describe()}", file=sys.stderr)
         print(json.dumps({"lora": slots.to_contract()}, indent=2))
         return EXIT_OK
     except RecastError as exc:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -135,6 +136,8 @@ def train_job(options: dict[str, Any]) -> dict[str, Any]:
         targets,
         identity.embedding,
         config,
+        swapper_where=f"{pack.url} {entry.file}",
+        recognizer_where=f"{pack.url} {os.path.basename(pack.path('recognizer'))}",
     )
     sha = write_adapter(options["out"], slots, result.params)
     return {

