@@ -27,35 +27,89 @@ _SECRET_KEY_WORD = (
     r"|access[_-]?key(?:[_-]?id)?|session[_-]?key|signature|authorization)[A-Za-z0-9_.-]*"
 )
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+_AUTH_SCHEMES = r"(?:Basic|Bearer|Digest|Token|Negotiate|NTLM|AWS4-HMAC-SHA256|AWS|HOBA|Mutual)"
+
+_URL = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>[^\s'\"<>]+)")
+"""A URL up to the next space or quote; its userinfo is found by :func:`_userinfo_end`."""
+
+_PORT = re.compile(r"[^:]*:\d*")
+
+
+def _userinfo_end(rest: str) -> int:
+    """Where the userinfo of ``rest`` (a URL after ``scheme://``) ends (its last ``@``), or -1.
+
+    Passwords are often written unescaped, with ``@``, ``/``, ``?`` or ``#`` in them,
+    so every reading is taken and the longest wins: over-redacting a path that has an
+    ``@`` (``s3://KEY:SECRET@bucket/sh010@2x.mov``) is safe, leaking a password's tail is not.
+    """
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    head = authority.split("@", 1)[0]
+    if ":" in head and not ("@" not in authority and _PORT.fullmatch(head)):
+        return rest.rfind("@")  # user:password...@ - the password may hold any of / ? # @
+    return authority.rfind("@")  # user@ or token@ (possibly with @ inside): up to the host
+
+
+def _redact_url(match: re.Match[str]) -> str:
+    rest = match.group("rest")
+    end = _userinfo_end(rest)
+    if end < 0:
+        return match.group(0)
+    return f"{match.group('scheme')}{REDACTED}{rest[end:]}"
+
+
+_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"?|'(?:[^'\\\n]|\\.)*'?"
+"""A double- or single-quoted value, to its closing quote (or the end of the line when unclosed)."""
+
+_ALREADY = rf"(?=\S)(?![\"']?(?:{_AUTH_SCHEMES}\s+)?{re.escape(REDACTED)})"
+"""Not at a value redacted already (``Basic ***REDACTED***``): redacting is idempotent."""
+
+
+def _redact_value(match: re.Match[str]) -> str:
+    value = match.group("v")
+    if value[:1] in ("'", '"'):
+        quote = value[0]
+        closed = len(value) > 1 and value.endswith(quote) and not value.endswith("\\" + quote)
+        return f"{match.group('k')}{quote}{REDACTED}{quote if closed else ''}"
+    return f"{match.group('k')}{REDACTED}"
+
+
+_PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # PEM private keys, whole block.
     (
         re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.DOTALL),
         REDACTED,
     ),
-    # URL userinfo: s3://KEY:SECRET@bucket, https://user:pass@host.
-    # A password may contain '/', so with a ':' the userinfo runs to the next '@'.
-    (
-        re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?:[^/@\s:'\"]+:[^@\s'\"]*|[^/@\s:'\"]+)@"),
-        rf"\g<scheme>{REDACTED}@",
-    ),
+    # URL userinfo: s3://KEY:SECRET@bucket, https://user:p@ss/word@host - to the userinfo's last '@'.
+    (_URL, _redact_url),
     # Signed URL query parameters (AWS SigV2/V4, GCS, Azure SAS) and generic token parameters.
     (
         re.compile(
-            r"(?P<k>[?&](?:X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|Signature|AWSAccessKeyId"
-            r"|X-Goog-Signature|X-Goog-Credential|sig|token|access_token|api_key|apikey|key)=)[^&#\s'\"]+",
+            r"(?P<k>[?&;](?:X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|Signature|AWSAccessKeyId"
+            r"|X-Goog-Signature|X-Goog-Credential|sig|token|access_token|id_token|refresh_token|api_key"
+            r"|apikey|key|password|passwd|pwd|secret|client_secret|auth)=)[^&#\s'\"]+",
             re.IGNORECASE,
         ),
         rf"\g<k>{REDACTED}",
     ),
-    (re.compile(r"(?P<k>\bBearer\s+)[A-Za-z0-9._~+/-]+=*", re.IGNORECASE), rf"\g<k>{REDACTED}"),
-    # key=value, key: value, "key": "value" with a secret-looking key.
+    # HTTP credential headers, whole value: "Authorization: Basic dXNl...", "Cookie: a=b; c=d".
     (
         re.compile(
-            rf"(?P<k>[\"']?{_SECRET_KEY_WORD}[\"']?\s*[:=]\s*)(?P<q>[\"']?)(?!{re.escape(REDACTED)})[^\s\"',}}&]+",
+            rf"(?P<k>\b(?:proxy-)?(?:authorization|(?:set-)?cookie)[\"']?\s*[:=]\s*(?P<q>[\"']?))"
+            rf"(?P<scheme>{_AUTH_SCHEMES}\s+)?{_ALREADY}[^\r\n\"']+",
             re.IGNORECASE,
         ),
-        rf"\g<k>\g<q>{REDACTED}",
+        rf"\g<k>\g<scheme>{REDACTED}",
+    ),
+    (re.compile(rf"(?P<k>\bBearer\s+){_ALREADY}[A-Za-z0-9._~+/-]+=*", re.IGNORECASE), rf"\g<k>{REDACTED}"),
+    # key=value, key: value, "key": "value" with a secret-looking key; a quoted value is
+    # redacted whole, spaces and all ("two words here").
+    (
+        re.compile(
+            rf"(?P<k>[\"']?{_SECRET_KEY_WORD}[\"']?\s*[:=]\s*){_ALREADY}"
+            rf"(?P<v>{_QUOTED}|[^\s\"',}}&;]+)",
+            re.IGNORECASE,
+        ),
+        _redact_value,
     ),
     # AWS access key ids anywhere (long-term AKIA and temporary ASIA, and other IAM id kinds).
     (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), REDACTED),
