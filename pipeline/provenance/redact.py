@@ -8,10 +8,13 @@ keys, URL userinfo, signed-URL query parameters, bearer tokens and PEM private k
 
 from __future__ import annotations
 
+import io
 import logging
 import re
+import sys
+import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TextIO
 
 REDACTED = "***REDACTED***"
 
@@ -55,6 +58,20 @@ def _redact_url(match: re.Match[str]) -> str:
     if end < 0:
         return match.group(0)
     return f"{match.group('scheme')}{REDACTED}{rest[end:]}"
+
+
+def strip_userinfo(url: str) -> str:
+    """``url`` without its userinfo: ``s3://KEY:SECRET@bucket/x`` -> ``s3://bucket/x``.
+
+    For URLs that are recorded to be used again (manifest records): credentials
+    come from the environment, so the URL works without them.  Other text is
+    returned unchanged.
+    """
+    match = _URL.fullmatch(url)
+    if match is None:
+        return url
+    end = _userinfo_end(match.group("rest"))
+    return url if end < 0 else match.group("scheme") + match.group("rest")[end + 1 :]
 
 
 _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"?|'(?:[^'\\\n]|\\.)*'?"
@@ -170,13 +187,93 @@ class RedactingFilter(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = redact_text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact_text(record.stack_info)
         return True
 
 
 def install_log_redaction(logger: logging.Logger | None = None) -> RedactingFilter:
-    """Add a RedactingFilter to every handler of ``logger`` (the root logger by default)."""
-    target = logger or logging.getLogger()
+    """Add a RedactingFilter to every handler of ``logger``.
+
+    By default, of the root logger and of ``ray`` (whose handlers do not propagate
+    to the root: Ray's own messages, such as an unhandled task error, would pass
+    unfiltered).  A handler that has one already is left as it is, so calling
+    this again after Ray set up its logging is safe.
+    """
+    targets = [logger] if logger is not None else [logging.getLogger(), logging.getLogger("ray")]
     flt = RedactingFilter()
-    for handler in target.handlers:
-        handler.addFilter(flt)
+    for target in targets:
+        for handler in target.handlers:
+            if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+                handler.addFilter(flt)
     return flt
+
+
+_STREAM_PENDING_MAX = 64 * 1024
+"""A line longer than this is passed on in pieces (each redacted) instead of held back whole."""
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream (``sys.stdout``/``sys.stderr``) that redacts every line before passing it on.
+
+    Text is held back to the end of its line, so a credential written in pieces
+    (``print`` writes the text, then the newline; a traceback is written line by
+    line) is redacted whole; ``flush`` passes on what is held.
+    """
+
+    def __init__(self, target: TextIO) -> None:
+        super().__init__()
+        self.target = target
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._pending += text
+            if "\n" in self._pending:
+                done, _, self._pending = self._pending.rpartition("\n")
+                self.target.write(redact_text(done + "\n"))
+            elif len(self._pending) > _STREAM_PENDING_MAX:
+                self.target.write(redact_text(self._pending))
+                self._pending = ""
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._pending:
+                self.target.write(redact_text(self._pending))
+                self._pending = ""
+        self.target.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.target.fileno()
+
+    def isatty(self) -> bool:
+        return self.target.isatty()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.target, "encoding", "utf-8")
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.target, "errors", None)
+
+
+def redact_process_output() -> None:
+    """Redact everything this process writes through Python: ``sys.stdout``, ``sys.stderr``, log handlers.
+
+    For processes whose output is copied elsewhere unfiltered: a Ray actor's
+    stdout and stderr go to the node's worker log files and, with
+    ``log_to_driver``, straight to the driver's terminal, past the driver's
+    logging filter.  Idempotent.  Writes that bypass Python (a C library writing
+    to file descriptor 2) are not covered.
+    """
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream))
+    install_log_redaction()
