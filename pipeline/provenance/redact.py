@@ -74,6 +74,26 @@ def strip_userinfo(url: str) -> str:
     return url if end < 0 else match.group("scheme") + match.group("rest")[end + 1 :]
 
 
+def find_url_credentials(
+    value: Any, loc: tuple[str | int, ...] = ()
+) -> tuple[tuple[str | int, ...], str] | None:
+    """(where, url) of the first URL with userinfo (``s3://KEY:SECRET@bucket``) in nested ``value``, or None."""
+    if isinstance(value, str):
+        return (loc, value) if strip_userinfo(value) != value else None
+    items: Any = (
+        value.items()
+        if isinstance(value, Mapping)
+        else enumerate(value)
+        if isinstance(value, list | tuple)
+        else ()
+    )
+    for key, item in items:
+        found = find_url_credentials(item, (*loc, key))
+        if found is not None:
+            return found
+    return None
+
+
 _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"?|'(?:[^'\\\n]|\\.)*'?"
 """A double- or single-quoted value, to its closing quote (or the end of the line when unclosed)."""
 
