@@ -35,6 +35,7 @@ _AUTH_SCHEMES = r"(?:Basic|Bearer|Digest|Token|Negotiate|NTLM|AWS4-HMAC-SHA256|A
 _URL = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>[^\s'\"<>]+)")
 """A URL up to the next space or quote; its userinfo is found by :func:`_userinfo_end`."""
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _PORT = re.compile(r"[^:]*:\d*")
 
 
@@ -67,11 +68,11 @@ def strip_userinfo(url: str) -> str:
     come from the environment, so the URL works without them.  Other text is
     returned unchanged.
     """
-    match = _URL.fullmatch(url)
-    if match is None:
+    scheme = _SCHEME.match(url)
+    if scheme is None:
         return url
-    end = _userinfo_end(match.group("rest"))
-    return url if end < 0 else match.group("scheme") + match.group("rest")[end + 1 :]
+    end = _userinfo_end(url[scheme.end() :])
+    return url if end < 0 else url[: scheme.end()] + url[scheme.end() + end + 1 :]
 
 
 def find_url_credentials(
@@ -259,11 +260,18 @@ class RedactingStream(io.TextIOBase):
         return len(text)
 
     def flush(self) -> None:
+        if getattr(self.target, "closed", False):
+            return  # e.g. collected at exit after its target was closed: nothing can be passed on
         with self._lock:
             if self._pending:
                 self.target.write(redact_text(self._pending))
                 self._pending = ""
         self.target.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "target":  # not set yet (or being unpickled): no recursion
+            raise AttributeError(name)
+        return getattr(self.target, name)  # buffer, name, mode, reconfigure... of the stream it wraps
 
     def writable(self) -> bool:
         return True

@@ -88,6 +88,8 @@ def test_install_log_redaction_on_one_logger() -> None:
         ("s3://work/segments/a@2x/00000.mkv", "s3://work/segments/a@2x/00000.mkv"),
         ("/tmp/work/segments/a/00000.mkv", "/tmp/work/segments/a/00000.mkv"),
         ("http://localhost:9000/work/x", "http://localhost:9000/work/x"),
+        ("s3://KEY:p@ss@work/my shot.mov", "s3://work/my shot.mov"),
+        ("user@example.com", "user@example.com"),
     ],
 )
 def test_strip_userinfo(url: str, stripped: str) -> None:
