@@ -36,6 +36,7 @@ import ray
 from pydantic import Field
 
 from actors.consent import PictureEmbeddings
+from actors.output import redact_actor_output
 from actors.plates import PlateFrames, frames_writer
 from actors.rendering import BatchRenderer, IdentityCheck
 from actors.results import ChunkAnalysis, SegmentResult
@@ -90,6 +91,7 @@ class RenderWorker(PictureEmbeddings):
     """Model sessions + identities, created once; renders chunk after chunk."""
 
     def __init__(self, config: RenderConfig, label: str = "actor") -> None:
+        redact_actor_output()  # before set-up logs anything: Ray forwards it to the driver unfiltered
         self.config = config
         self.label = label
         self.setup_error: RecastError | None = None

@@ -9,6 +9,7 @@ which is the commit of that chunk: its error is returned so the chunk is retried
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -18,6 +19,7 @@ from cluster.spec import JobSpec
 from pipeline import storage
 from pipeline.errors import RecastError
 from pipeline.faces.types import Face
+from pipeline.provenance.redact import redact_text, strip_userinfo
 from pipeline.tracking import TrackerState
 
 logger = logging.getLogger(__name__)
@@ -139,7 +141,7 @@ class Ledger:
         except RecastError as exc:
             return exc
         try:
-            self.manifest.write_render(shot, record)
+            self.manifest.write_render(shot, _without_credentials(record))
         except RecastError as exc:
             return exc
         self.records_written += 1
@@ -150,7 +152,7 @@ class Ledger:
         """The shot record if this job published ``output_url`` for ``spec_key``, unchanged since."""
         if not self.resumed:
             return None
-        return self.manifest.published_output(shot, spec_key, output_url)
+        return self.manifest.published_output(shot, spec_key, strip_userinfo(output_url))
 
     def shot_published(
         self,
@@ -168,7 +170,7 @@ class Ledger:
         record: dict[str, Any] = {
             "status": "published",
             "spec_key": spec_key,
-            "output_url": output_url,
+            "output_url": strip_userinfo(output_url),
             "output_sha256": sha256,
             "output_fingerprint": fingerprint,
             "frames": frames,
@@ -177,11 +179,12 @@ class Ledger:
         if frame_sha256 is not None:
             record["frame_sha256"] = frame_sha256  # an image sequence: every frame's, by number
         if passes:
-            record["passes"] = passes  # pass -> sha256 (matte, face) or URL (tracks files)
+            # pass -> sha256 (matte, face) or URL (tracks files)
+            record["passes"] = {name: strip_userinfo(value) for name, value in passes.items()}
         self._write(f"the published output of {shot}", self.manifest.write_shot, shot, record)
 
     def shot_failed(self, shot: str, *, spec_key: ShotKey, error: str) -> None:
-        record = {"status": "failed", "error": error, "spec_key": spec_key}
+        record = {"status": "failed", "error": redact_text(error), "spec_key": spec_key}
         self._write(f"the failure of {shot}", self.manifest.write_shot, shot, record)
 
     def _write(self, what: str, write: Any, *args: Any, fatal: bool = False, **kwargs: Any) -> None:
@@ -193,3 +196,9 @@ class Ledger:
             logger.warning("could not record %s: %s", what, exc)
             return
         self.records_written += 1
+
+
+def _without_credentials(record: RenderRecord) -> RenderRecord:
+    """``record`` with no userinfo in its URLs: records are kept, and credentials come from the environment."""
+    passes = {name: [strip_userinfo(entry[0]), *entry[1:]] for name, entry in record.passes.items()}
+    return dataclasses.replace(record, segment_url=strip_userinfo(record.segment_url), passes=passes)

@@ -47,6 +47,7 @@ from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.plates.sequence import is_sequence_url
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
+from pipeline.provenance.redact import find_url_credentials, redact_text
 from pipeline.qc.config import QcConfig
 from pipeline.tracking import TrackingConfig
 
@@ -311,6 +312,14 @@ def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
     """Validate a mapping (parsed YAML) into a JobSpec; relative paths resolve against ``base_dir``."""
     if not isinstance(data, Mapping):
         raise SpecError("spec", f"must be a mapping of fields, got {type(data).__name__}")
+    if (credentials := find_url_credentials(data)) is not None:
+        # Refused before any library sees it: their errors echo pieces of the URL (a bucket
+        # name "KEY:p@ss" out of s3://KEY:p@ss@word@bucket) that no pattern can recognise.
+        raise SpecError(
+            dotted(credentials[0]),
+            f"{redact_text(credentials[1])}: credentials do not belong in a URL; they come from "
+            "the environment (AWS_* variables, an instance role or service account)",
+        )
     if base_dir is not None:
         from cluster.spec_paths import resolve_paths
 

@@ -52,10 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
-    from pipeline.provenance.redact import install_log_redaction, redact, redact_text
+    from pipeline.provenance.redact import install_log_redaction, redact, redact_process_output, redact_text
 
-    # Credentials passed by mistake (signed URLs, keys in a spec) never reach the logs.
-    install_log_redaction()
+    # Credentials passed by mistake (signed URLs, keys in a spec) never reach the logs, nor the
+    # terminal: Ray prints what the actors write on this process's stdout/stderr as it is.
+    redact_process_output()
 
     from cluster.driver import JobRunner
     from cluster.spec import load_spec
@@ -86,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not ray.is_initialized():
         # Joins RAY_ADDRESS (or the cluster of a submitted job) when set, else starts a local instance.
         ray.init(log_to_driver=True, logging_level=logging.WARNING)
+    install_log_redaction()  # Ray's own logger ("ray"), set up by now, does not propagate to the root
     try:
         summary = runner.run()
     except PolicyError as exc:  # the identity pictures' faces, checked on a warm actor

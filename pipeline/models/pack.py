@@ -34,6 +34,7 @@ from pipeline.errors import ModelPackError, StorageError
 from pipeline.hashing import sha256_file
 from pipeline.models.contracts import FILELESS_KINDS, REQUIRED_ROLES, check_model_contract, check_role_kind
 from pipeline.models.runtime.settings import recast_cache_root
+from pipeline.provenance.redact import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ def _write_record(folder: str, manifest: PackManifest, url: str) -> None:
         e.file: os.path.getsize(os.path.join(folder, e.file)) for e in manifest.models if e.file is not None
     }
     with open(os.path.join(folder, _RECORD), "w") as fh:
-        json.dump({"url": url, "sizes": sizes}, fh)
+        json.dump({"url": redact_text(url), "sizes": sizes}, fh)  # informational: no token kept
 
 
 def _load_remote(url: str, cache: str) -> ModelPack:

@@ -8,10 +8,13 @@ keys, URL userinfo, signed-URL query parameters, bearer tokens and PEM private k
 
 from __future__ import annotations
 
+import io
 import logging
 import re
+import sys
+import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TextIO
 
 REDACTED = "***REDACTED***"
 
@@ -27,35 +30,124 @@ _SECRET_KEY_WORD = (
     r"|access[_-]?key(?:[_-]?id)?|session[_-]?key|signature|authorization)[A-Za-z0-9_.-]*"
 )
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+_AUTH_SCHEMES = r"(?:Basic|Bearer|Digest|Token|Negotiate|NTLM|AWS4-HMAC-SHA256|AWS|HOBA|Mutual)"
+
+_URL = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>[^\s'\"<>]+)")
+"""A URL up to the next space or quote; its userinfo is found by :func:`_userinfo_end`."""
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_PORT = re.compile(r"[^:]*:\d*")
+
+
+def _userinfo_end(rest: str) -> int:
+    """Where the userinfo of ``rest`` (a URL after ``scheme://``) ends (its last ``@``), or -1.
+
+    Passwords are often written unescaped, with ``@``, ``/``, ``?`` or ``#`` in them,
+    so every reading is taken and the longest wins: over-redacting a path that has an
+    ``@`` (``s3://KEY:SECRET@bucket/sh010@2x.mov``) is safe, leaking a password's tail is not.
+    """
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    head = authority.split("@", 1)[0]
+    if ":" in head and not ("@" not in authority and _PORT.fullmatch(head)):
+        return rest.rfind("@")  # user:password...@ - the password may hold any of / ? # @
+    return authority.rfind("@")  # user@ or token@ (possibly with @ inside): up to the host
+
+
+def _redact_url(match: re.Match[str]) -> str:
+    rest = match.group("rest")
+    end = _userinfo_end(rest)
+    if end < 0:
+        return match.group(0)
+    return f"{match.group('scheme')}{REDACTED}{rest[end:]}"
+
+
+def strip_userinfo(url: str) -> str:
+    """``url`` without its userinfo: ``s3://KEY:SECRET@bucket/x`` -> ``s3://bucket/x``.
+
+    For URLs that are recorded to be used again (manifest records): credentials
+    come from the environment, so the URL works without them.  Other text is
+    returned unchanged.
+    """
+    scheme = _SCHEME.match(url)
+    if scheme is None:
+        return url
+    end = _userinfo_end(url[scheme.end() :])
+    return url if end < 0 else url[: scheme.end()] + url[scheme.end() + end + 1 :]
+
+
+def find_url_credentials(
+    value: Any, loc: tuple[str | int, ...] = ()
+) -> tuple[tuple[str | int, ...], str] | None:
+    """(where, url) of the first URL with userinfo (``s3://KEY:SECRET@bucket``) in nested ``value``, or None."""
+    if isinstance(value, str):
+        return (loc, value) if strip_userinfo(value) != value else None
+    items: Any = (
+        value.items()
+        if isinstance(value, Mapping)
+        else enumerate(value)
+        if isinstance(value, list | tuple)
+        else ()
+    )
+    for key, item in items:
+        found = find_url_credentials(item, (*loc, key))
+        if found is not None:
+            return found
+    return None
+
+
+_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"?|'(?:[^'\\\n]|\\.)*'?"
+"""A double- or single-quoted value, to its closing quote (or the end of the line when unclosed)."""
+
+_ALREADY = rf"(?=\S)(?![\"']?(?:{_AUTH_SCHEMES}\s+)?{re.escape(REDACTED)})"
+"""Not at a value redacted already (``Basic ***REDACTED***``): redacting is idempotent."""
+
+
+def _redact_value(match: re.Match[str]) -> str:
+    value = match.group("v")
+    if value[:1] in ("'", '"'):
+        quote = value[0]
+        closed = len(value) > 1 and value.endswith(quote) and not value.endswith("\\" + quote)
+        return f"{match.group('k')}{quote}{REDACTED}{quote if closed else ''}"
+    return f"{match.group('k')}{REDACTED}"
+
+
+_PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # PEM private keys, whole block.
     (
         re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.DOTALL),
         REDACTED,
     ),
-    # URL userinfo: s3://KEY:SECRET@bucket, https://user:pass@host.
-    # A password may contain '/', so with a ':' the userinfo runs to the next '@'.
-    (
-        re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?:[^/@\s:'\"]+:[^@\s'\"]*|[^/@\s:'\"]+)@"),
-        rf"\g<scheme>{REDACTED}@",
-    ),
+    # URL userinfo: s3://KEY:SECRET@bucket, https://user:p@ss/word@host - to the userinfo's last '@'.
+    (_URL, _redact_url),
     # Signed URL query parameters (AWS SigV2/V4, GCS, Azure SAS) and generic token parameters.
     (
         re.compile(
-            r"(?P<k>[?&](?:X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|Signature|AWSAccessKeyId"
-            r"|X-Goog-Signature|X-Goog-Credential|sig|token|access_token|api_key|apikey|key)=)[^&#\s'\"]+",
+            r"(?P<k>[?&;](?:X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|Signature|AWSAccessKeyId"
+            r"|X-Goog-Signature|X-Goog-Credential|sig|token|access_token|id_token|refresh_token|api_key"
+            r"|apikey|key|password|passwd|pwd|secret|client_secret|auth)=)[^&#\s'\"]+",
             re.IGNORECASE,
         ),
         rf"\g<k>{REDACTED}",
     ),
-    (re.compile(r"(?P<k>\bBearer\s+)[A-Za-z0-9._~+/-]+=*", re.IGNORECASE), rf"\g<k>{REDACTED}"),
-    # key=value, key: value, "key": "value" with a secret-looking key.
+    # HTTP credential headers, whole value: "Authorization: Basic dXNl...", "Cookie: a=b; c=d".
     (
         re.compile(
-            rf"(?P<k>[\"']?{_SECRET_KEY_WORD}[\"']?\s*[:=]\s*)(?P<q>[\"']?)(?!{re.escape(REDACTED)})[^\s\"',}}&]+",
+            rf"(?P<k>\b(?:proxy-)?(?:authorization|(?:set-)?cookie)[\"']?\s*[:=]\s*(?P<q>[\"']?))"
+            rf"(?P<scheme>{_AUTH_SCHEMES}\s+)?{_ALREADY}[^\r\n\"']+",
             re.IGNORECASE,
         ),
-        rf"\g<k>\g<q>{REDACTED}",
+        rf"\g<k>\g<scheme>{REDACTED}",
+    ),
+    (re.compile(rf"(?P<k>\bBearer\s+){_ALREADY}[A-Za-z0-9._~+/-]+=*", re.IGNORECASE), rf"\g<k>{REDACTED}"),
+    # key=value, key: value, "key": "value" with a secret-looking key; a quoted value is
+    # redacted whole, spaces and all ("two words here").
+    (
+        re.compile(
+            rf"(?P<k>[\"']?{_SECRET_KEY_WORD}[\"']?\s*[:=]\s*){_ALREADY}"
+            rf"(?P<v>{_QUOTED}|[^\s\"',}}&;]+)",
+            re.IGNORECASE,
+        ),
+        _redact_value,
     ),
     # AWS access key ids anywhere (long-term AKIA and temporary ASIA, and other IAM id kinds).
     (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), REDACTED),
@@ -116,13 +208,100 @@ class RedactingFilter(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = redact_text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact_text(record.stack_info)
         return True
 
 
 def install_log_redaction(logger: logging.Logger | None = None) -> RedactingFilter:
-    """Add a RedactingFilter to every handler of ``logger`` (the root logger by default)."""
-    target = logger or logging.getLogger()
+    """Add a RedactingFilter to every handler of ``logger``.
+
+    By default, of the root logger and of ``ray`` (whose handlers do not propagate
+    to the root: Ray's own messages, such as an unhandled task error, would pass
+    unfiltered).  A handler that has one already is left as it is, so calling
+    this again after Ray set up its logging is safe.
+    """
+    targets = [logger] if logger is not None else [logging.getLogger(), logging.getLogger("ray")]
     flt = RedactingFilter()
-    for handler in target.handlers:
-        handler.addFilter(flt)
+    for target in targets:
+        for handler in target.handlers:
+            if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+                handler.addFilter(flt)
     return flt
+
+
+_STREAM_PENDING_MAX = 64 * 1024
+"""A line longer than this is passed on in pieces (each redacted) instead of held back whole."""
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream (``sys.stdout``/``sys.stderr``) that redacts every line before passing it on.
+
+    Text is held back to the end of its line, so a credential written in pieces
+    (``print`` writes the text, then the newline; a traceback is written line by
+    line) is redacted whole; ``flush`` passes on what is held.
+    """
+
+    def __init__(self, target: TextIO) -> None:
+        super().__init__()
+        self.target = target
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._pending += text
+            if "\n" in self._pending:
+                done, _, self._pending = self._pending.rpartition("\n")
+                self.target.write(redact_text(done + "\n"))
+            elif len(self._pending) > _STREAM_PENDING_MAX:
+                self.target.write(redact_text(self._pending))
+                self._pending = ""
+        return len(text)
+
+    def flush(self) -> None:
+        if getattr(self.target, "closed", False):
+            return  # e.g. collected at exit after its target was closed: nothing can be passed on
+        with self._lock:
+            if self._pending:
+                self.target.write(redact_text(self._pending))
+                self._pending = ""
+        self.target.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "target":  # not set yet (or being unpickled): no recursion
+            raise AttributeError(name)
+        return getattr(self.target, name)  # buffer, name, mode, reconfigure... of the stream it wraps
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.target.fileno()
+
+    def isatty(self) -> bool:
+        return self.target.isatty()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.target, "encoding", "utf-8")
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.target, "errors", None)
+
+
+def redact_process_output() -> None:
+    """Redact everything this process writes through Python: ``sys.stdout``, ``sys.stderr``, log handlers.
+
+    For processes whose output is copied elsewhere unfiltered: a Ray actor's
+    stdout and stderr go to the node's worker log files and, with
+    ``log_to_driver``, straight to the driver's terminal, past the driver's
+    logging filter.  Idempotent.  Writes that bypass Python (a C library writing
+    to file descriptor 2) are not covered.
+    """
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream))
+    install_log_redaction()
