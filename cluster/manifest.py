@@ -43,7 +43,17 @@ from pipeline import storage
 from pipeline.errors import StorageError
 from pipeline.faces.types import Face, FaceTask
 
-__all__ = ["JobManifest", "RenderRecord", "SegmentHome", "digest", "faces_from_npz", "faces_to_npz"]
+__all__ = [
+    "MANIFEST_DIR",
+    "MANIFEST_VERSION",
+    "JobManifest",
+    "RenderRecord",
+    "SegmentHome",
+    "digest",
+    "faces_from_npz",
+    "faces_to_npz",
+    "tasks_digest",
+]
 
 logger = logging.getLogger(__name__)
 
