@@ -7,6 +7,7 @@ from typing import Any
 from actors.results import SegmentResult
 from cluster.manifest import RenderRecord
 from cluster.shot_run import ShotRun
+from cluster.spec import JobSpec
 from pipeline.chunking import Chunk
 from pipeline.encode import EncoderChoice
 from pipeline.faces.types import FaceTask
@@ -33,6 +34,38 @@ def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResul
         wall_seconds=0.0,
         extra=extra,
     )
+
+
+def segment_record(result: SegmentResult, key: str) -> RenderRecord:
+    """The record that commits a segment just rendered under ``key`` (the inverse of :func:`reused_segment`)."""
+    return RenderRecord(
+        chunk=result.chunk_index,
+        key=key,
+        segment_url=result.url,
+        sha256=result.sha256,
+        bytes=result.bytes,
+        frames=result.frames,
+        faces_swapped=result.faces_swapped,
+        actor=result.actor,
+        frame_files=tuple(tuple(f) for f in result.extra.get("frame_files", ())),
+        passes=dict(result.extra.get("passes", {})),
+        qc=tuple(result.extra.get("qc", ())),
+    )
+
+
+def segment_sha256(segments: list[SegmentResult]) -> dict[str, str]:
+    """URL -> recorded sha256 of every segment and pass segment of a video shot (checked at the merge)."""
+    out = {s.url: s.sha256 for s in segments}
+    for s in segments:
+        out.update({str(entry[0]): str(entry[2]) for entry in s.extra.get("passes", {}).values()})
+    return out
+
+
+def adapter_identities(spec: JobSpec, tasks: list[list[FaceTask]]) -> tuple[str, ...]:
+    """Identities with an adapter that a chunk renders: actors that hold them are preferred."""
+    idents = spec.identities
+    names = {task.identity for frame in tasks for task in frame}
+    return tuple(sorted(n for n in names if n in idents and idents[n].adapter is not None))
 
 
 def analyze_call(run: ShotRun, chunk: Chunk) -> Any:

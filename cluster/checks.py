@@ -20,6 +20,7 @@ from typing import Any
 from cluster.fingerprints import input_fingerprint, output_exists
 from cluster.keys import AnalysisKey, Fingerprint, JobKeys, ShotKey, identities_digest
 from cluster.manifest import JobManifest
+from cluster.manifest_sign import manifest_key
 from cluster.provenance import audit_url, check_provenance
 from cluster.shots import ShotRef, ShotSettings, expand_shots, settings_of, work_url_for
 from cluster.spec import JobSpec
@@ -121,7 +122,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
     work_url = work_url_for(spec, shots)
     # The studio policy first: a refused identity or path must not cause a single read or write.
     auth = check_provenance(spec, shots, work_url)
-    manifest = JobManifest(work_url)
+    manifest = JobManifest(work_url, manifest_key())
     resumed = False
     if resume is not False:
         resumed = manifest.exists()
@@ -140,7 +141,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
     earlier_keys = (manifest.read_job() or {}).get("shots", {}) if resumed else {}
     for probed in probe_shots(spec, candidates):
         shot, info, plan = probed.ref, probed.info, probed.plan
-        fingerprint = input_fingerprint(shot.url, info)
+        fingerprint = input_fingerprint(shot.url, info, spec.resume.fingerprint)
         planned_one = planned_shot(keys, probed, fingerprint)
         spec_key = shot_keys[shot.name] = planned_one.spec_key
         if output_exists(shot.output_url):

@@ -134,6 +134,7 @@ class JobRunner:
         for p in prepared.planned:
             logger.info("job %s: shot %s from %s to %s", spec.job_id, p.ref.name, p.ref.url, p.ref.output_url)
         if not prepared.planned:
+            observer.warn(prepared.manifest.take_warnings())
             provenance.write_audit(observer.summary, shot_urls)
             return observer.finish(finished=True)
         observer.warn(shared_storage_warnings(prepared.work_url, [p.ref.url for p in prepared.planned]))
@@ -185,6 +186,7 @@ class JobRunner:
         if all(observer.shots[r.name].status == "published" for r in runs):
             # Every shot's segments are gone now; drop their empty parent too.
             storage.remove(storage.join(prepared.work_url, "segments"), recursive=True)
+        observer.warn(prepared.manifest.take_warnings())  # records set aside, segments rendered again
         provenance.write_audit(observer.summary, shot_urls)
         return observer.finish(finished=finished)
 

@@ -20,22 +20,28 @@ import numpy as np
 from ray.exceptions import RayActorError
 
 from actors.results import ChunkAnalysis, SegmentResult
-from cluster.calls import analyze_call, render_call, reused_segment
+from cluster.calls import (
+    adapter_identities,
+    analyze_call,
+    render_call,
+    reused_segment,
+    segment_record,
+    segment_sha256,
+)
 from cluster.checks import PreparedJob
 from cluster.dispatch import Dispatcher, Elasticity, Outcome, WorkItem
 from cluster.ledger import Ledger
-from cluster.manifest import RenderRecord
 from cluster.observer import JobObserver, ShotSource
-from cluster.planner import ShotPlanner, ShotRenders
+from cluster.planner import ChunkRender, ShotPlanner, ShotRenders
 from cluster.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
 from cluster.provenance import JobProvenance
 from cluster.publish import Published, Publisher
 from cluster.sequences import complete_sequence
 from cluster.shot_finish import finish_qc, measures_of, write_tracks
-from cluster.shot_run import ShotRun
+from cluster.shot_run import ShotRun, log_progress
 from pipeline import storage
 from pipeline.chunking import Chunk
-from pipeline.faces.types import FaceTask
+from pipeline.errors import ChecksumError
 from pipeline.thumbnails import boundary_frames
 from pipeline.tracking import track_chunk
 
@@ -147,7 +153,7 @@ class JobLoop:
                     last_turn = now
             if time.perf_counter() - last_progress >= PROGRESS_EVERY_SECONDS:
                 last_progress = time.perf_counter()
-                self._log_progress()
+                log_progress(self.runs, self.dispatcher, self.observer.elapsed())
                 self.observer.write_report(finished=False)
 
     def _take_finished_threads(self) -> None:
@@ -221,20 +227,9 @@ class JobLoop:
 
     def _commit_segment(self, run: ShotRun, result: SegmentResult) -> BaseException | None:
         """Check the uploaded segment, then record it (the commit); returns the error if it is not right."""
-        record = RenderRecord(
-            chunk=result.chunk_index,
-            key=run.render_keys[result.chunk_index],
-            segment_url=result.url,
-            sha256=result.sha256,
-            bytes=result.bytes,
-            frames=result.frames,
-            faces_swapped=result.faces_swapped,
-            actor=result.actor,
-            frame_files=tuple(tuple(f) for f in result.extra.get("frame_files", ())),
-            passes=dict(result.extra.get("passes", {})),
-            qc=tuple(result.extra.get("qc", ())),
+        return self.ledger.commit_segment(
+            run.name, segment_record(result, run.render_keys[result.chunk_index])
         )
-        return self.ledger.commit_segment(run.name, record)
 
     def _track_ready(self, run: ShotRun) -> None:
         """Track every analysed chunk that follows the last tracked one, in order; plan once all are."""
@@ -271,28 +266,44 @@ class JobLoop:
         for render in renders.chunks:
             chunk, key = render.chunk, render.key
             run.render_keys[chunk.index] = key
+            run.planned_renders[chunk.index] = render
             if render.committed is not None:
                 run.segments[chunk.index] = reused_segment(render.committed, run.encoder)
+                run.reused.add(chunk.index)
                 self.observer.segment_reused(run.name, render.committed, chunk.frame_count)
                 continue
-            self.dispatcher.submit(
-                WorkItem(
-                    priority=(_RENDER, run.rank, chunk.index),
-                    affinity=self._adapter_identities(render.tasks),
-                    kind="render",
-                    shot=run.name,
-                    chunk=chunk.index,
-                    call=render_call(
-                        run,
-                        chunk,
-                        render.tasks,
-                        run.segment_url(self.prepared.work_url, chunk.index, key),
-                        self.spec.output.compression,
-                    ),
-                )
-            )
+            self._submit_render(run, render)
         if len(run.segments) == run.renders:
             self._start_merge(run)
+
+    def _submit_render(self, run: ShotRun, render: ChunkRender) -> None:
+        chunk, url = render.chunk, run.segment_url(self.prepared.work_url, render.chunk.index, render.key)
+        self.dispatcher.submit(
+            WorkItem(
+                priority=(_RENDER, run.rank, chunk.index),
+                affinity=adapter_identities(self.spec, render.tasks),
+                kind="render",
+                shot=run.name,
+                chunk=chunk.index,
+                call=render_call(run, chunk, render.tasks, url, self.spec.output.compression),
+            )
+        )
+
+    def _render_again(self, run: ShotRun, url: str) -> bool:
+        """A segment changed since it was committed (found at the merge): render its chunk again and merge
+        once more.  False when the URL is no segment of the shot, or the merge was retried already."""
+        index = next((i for i, s in run.segments.items() if url in segment_sha256([s])), None)
+        if index is None or run.merge_retried:
+            return False
+        run.merge_retried = True
+        warning = (
+            f"{run.name} chunk {index}: segment {url} does not match its recorded sha256; rendered again"
+        )
+        logger.warning("%s", warning)
+        self.observer.segment_rejected(run.name, run.segments.pop(index), index in run.reused, warning)
+        run.reused.discard(index)
+        self._submit_render(run, run.planned_renders[index])
+        return True
 
     def _start_merge(self, run: ShotRun) -> None:
         segments = [run.segments[c.index] for c in run.shot.renders]
@@ -321,11 +332,16 @@ class JobLoop:
             self.provenance.signing(ref.output_url),
             window,
             {name: ([s.extra["passes"][name][0] for s in segments], pass_urls[name]) for name in layers},
+            segment_sha256(segments),
         )
 
     def _finish_merge(self, run: ShotRun, future: Future[Published]) -> None:
         try:
             published = future.result()
+        except ChecksumError as exc:
+            if not self._render_again(run, exc.url):
+                self._fail(run, f"merge failed: {exc}")
+            return
         except Exception as exc:  # noqa: BLE001 - fails this shot only
             self._fail(run, f"merge failed: {exc}")
             return
@@ -376,25 +392,3 @@ class JobLoop:
                 self.unplanned_chunks -= run.renders
         self.observer.shot_failed(run.name, message, time.perf_counter() - run.started_at)
         self.ledger.shot_failed(run.name, spec_key=run.shot.spec_key, error=message)
-
-    def _log_progress(self) -> None:
-        runs = self.runs
-        total = sum(r.shot.plan.frame_count for r in runs)
-        delivered = sum(r.shot.window.delivered_count for r in runs)
-        analysed = sum(
-            r.shot.plan.chunks[i].frame_count for r in runs for i in range(min(r.next_to_track, r.chunks))
-        )
-        rendered = sum(s.frames for r in runs for s in r.segments.values())
-        elapsed = self.observer.elapsed()
-        d = self.dispatcher
-        logger.info(
-            "progress: analysed %d/%d, rendered %d/%d frames (%.1f fps), %d in flight, %d pending, %d retries",
-            analysed, total, rendered, delivered, rendered / elapsed if elapsed > 0 else 0.0,
-            d.inflight, d.pending, d.retries,
-        )  # fmt: skip
-
-    def _adapter_identities(self, tasks: list[list[FaceTask]]) -> tuple[str, ...]:
-        """Identities with an adapter that a chunk renders: actors that hold them are preferred."""
-        idents = self.spec.identities
-        names = {task.identity for frame in tasks for task in frame}
-        return tuple(sorted(n for n in names if n in idents and idents[n].adapter is not None))

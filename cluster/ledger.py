@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from cluster.keys import AnalysisKey, RenderKey, ShotKey, TrackKey
-from cluster.manifest import JobManifest, RenderRecord, digest
+from cluster.manifest import JobManifest, RenderRecord, SegmentHome, digest
 from cluster.spec import JobSpec
 from pipeline import storage
 from pipeline.errors import RecastError
@@ -92,11 +92,21 @@ class Ledger:
         if not self.resumed or shot in self._broken_chains:
             return None
         record = self.manifest.read_track(shot, index)
-        if record is None or record.get("key") != key or len(record["track_ids"]) != frames:
+        if record is None or record.get("key") != key:
             self._broken_chains.add(shot)
             return None
-        ids = [list(map(int, f)) for f in record["track_ids"]]
-        return ids, TrackerState.from_dict(record["state_out"])
+        try:
+            ids = [[int(i) for i in f] for f in record["track_ids"]]
+            state = TrackerState.from_dict(record["state_out"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # An old or foreign format: the chain is tracked again from here.
+            self.manifest.set_aside(f"{shot} chunk {index}: track record is stale ({exc!r}); tracked again")
+            self._broken_chains.add(shot)
+            return None
+        if len(ids) != frames:
+            self._broken_chains.add(shot)
+            return None
+        return ids, state
 
     def commit_tracking(
         self,
@@ -120,11 +130,12 @@ class Ledger:
         )
 
     # -- render
-    def segment(self, shot: str, index: int, key: RenderKey) -> RenderRecord | None:
-        """The segment an earlier run committed for chunk ``index`` under ``key``, if still there."""
+    def segment(self, shot: str, index: int, key: RenderKey, home: SegmentHome) -> RenderRecord | None:
+        """The segment an earlier run committed for chunk ``index`` under ``key``, if still there, in
+        ``home`` and unchanged (its sha256 checked)."""
         if not self.resumed:
             return None
-        return self.manifest.read_render(shot, index, key)
+        return self.manifest.read_render(shot, index, key, home)
 
     def commit_segment(self, shot: str, record: RenderRecord) -> BaseException | None:
         """Check the uploaded segment's size, then record it (the commit); the error if it is not right."""

@@ -26,19 +26,34 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import logging
+import threading
+import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from cluster.face_npz import faces_from_npz, faces_to_npz
 from cluster.fingerprints import output_fingerprint
+from cluster.manifest_sign import MAC_FIELD, sign, signed_by
+from cluster.segment_record import RenderRecord, SegmentHome
 from pipeline import storage
 from pipeline.errors import StorageError
 from pipeline.faces.types import Face, FaceTask
+
+__all__ = [
+    "MANIFEST_DIR",
+    "MANIFEST_VERSION",
+    "JobManifest",
+    "RenderRecord",
+    "SegmentHome",
+    "digest",
+    "faces_from_npz",
+    "faces_to_npz",
+    "tasks_digest",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -112,110 +127,25 @@ def _array_canonical(value: np.ndarray) -> dict[str, Any]:
     }
 
 
-# -- faces <-> npz ------------------------------------------------------------------------------
-
-
-def faces_to_npz(faces: Sequence[Sequence[Face]]) -> bytes:
-    """Faces of consecutive frames, packed into one npz (exact dtypes kept: a re-plan is identical)."""
-    flat = [f for frame in faces for f in frame]
-    counts = np.array([len(frame) for frame in faces], dtype=np.int32)
-    arrays: dict[str, np.ndarray] = {"counts": counts}
-    if flat:
-        arrays["boxes"] = np.stack([np.asarray(f.box) for f in flat])
-        arrays["landmarks"] = np.stack([np.asarray(f.landmarks) for f in flat])
-        arrays["scores"] = np.array([f.score for f in flat], dtype=np.float64)
-        has = np.array([f.embedding is not None for f in flat], dtype=bool)
-        arrays["has_embedding"] = has
-        if has.any():
-            dim = next(np.asarray(f.embedding).shape for f in flat if f.embedding is not None)
-            dtype = next(np.asarray(f.embedding).dtype for f in flat if f.embedding is not None)
-            emb = np.zeros((len(flat), *dim), dtype=dtype)
-            for i, f in enumerate(flat):
-                if f.embedding is not None:
-                    emb[i] = f.embedding
-            arrays["embeddings"] = emb
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as the allow_pickle flag
-    return buf.getvalue()
-
-
-def faces_from_npz(data: bytes) -> list[list[Face]]:
-    """The inverse of :func:`faces_to_npz`."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        counts = z["counts"]
-        out: list[list[Face]] = []
-        if not counts.sum():
-            return [[] for _ in counts]
-        # Each face's arrays are rows of the chunk's arrays (read once, in their own memory).
-        has = z["has_embedding"].tolist()
-        emb = list(z["embeddings"]) if "embeddings" in z.files else [None] * len(has)
-        faces = Face.rows(
-            z["boxes"],
-            z["landmarks"],
-            z["scores"].tolist(),
-            [e if h else None for e, h in zip(emb, has, strict=True)],
-        )
-        i = 0
-        for n in counts.tolist():
-            out.append(faces[i : i + n])
-            i += n
-        return out
-
-
 # -- the manifest -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RenderRecord:
-    """A committed segment."""
-
-    chunk: int
-    key: str
-    segment_url: str
-    sha256: str
-    bytes: int
-    frames: int
-    faces_swapped: int
-    actor: str = ""
-    frame_files: tuple[tuple[int, str, int], ...] = ()
-    """Image sequences: (frame number, sha256, bytes) of every frame written (``segment_url`` is then
-    the output's frame pattern)."""
-    passes: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Compositing passes of the chunk: video, pass -> [segment URL, bytes, sha256]; image sequence,
-    pass -> [pattern URL, [[frame, sha256, bytes], ...]]."""
-    qc: tuple[dict[str, Any], ...] = ()
-    """QC measures of the chunk's replaced faces (:class:`pipeline.qc.records.FaceMeasure` dicts)."""
-
-    def files_intact(self) -> bool:
-        """The segment (or every frame written), and every pass's, is there with the size the actor wrote."""
-        if not self.frame_files:
-            if storage.size(self.segment_url) != self.bytes:
-                return False
-        elif not _frames_intact(self.segment_url, self.frame_files):
-            return False
-        for entry in self.passes.values():
-            url, written = entry[0], entry[1]
-            if isinstance(written, int):
-                if storage.size(url) != written:
-                    return False
-            elif not _frames_intact(url, [tuple(f) for f in written]):
-                return False
-        return True
-
-
-def _frames_intact(pattern: str, files: Sequence[Sequence[Any]]) -> bool:
-    from pipeline.plates.sequence import list_frames, parse_sequence_url
-
-    sizes = {f.number: f.size for f in list_frames(parse_sequence_url(pattern))}
-    return all(sizes.get(int(number)) == int(size) for number, _, size in files)
-
-
 class JobManifest:
-    """Reads and commits the records of one job's work area (``<work_url>/manifest``)."""
+    """Reads and commits the records of one job's work area (``<work_url>/manifest``).
 
-    def __init__(self, work_url: str) -> None:
+    ``key``: sign every record written and trust only records signed with it
+    (:mod:`cluster.manifest_sign`); None: records are neither signed nor checked.
+    A record that cannot be trusted or parsed is treated as absent (its work is
+    redone); :meth:`take_warnings` says what was set aside, for the summary.
+    """
+
+    def __init__(self, work_url: str, key: bytes | None = None) -> None:
         self.work_url = work_url
         self.root = storage.join(work_url, MANIFEST_DIR)
+        self._key = key
+        self._lock = threading.Lock()  # records are read on the planner thread too
+        self._warnings: list[str] = []
+        self._distrusted: list[str] = []
 
     # -- paths
     def _url(self, *parts: str) -> str:
@@ -225,6 +155,9 @@ class JobManifest:
     def _chunk_name(kind: str, index: int, ext: str = "json") -> str:
         return f"{kind}-{index:05d}.{ext}"
 
+    def _name(self, url: str) -> str:
+        return url[len(self.root) + 1 :]
+
     def _read_json(self, url: str) -> dict[str, Any] | None:
         try:
             data = json.loads(storage.read_bytes(url))
@@ -232,17 +165,44 @@ class JobManifest:
             if exc.reason != "not found":
                 logger.warning("manifest record %s unreadable (%s); treated as missing", url, exc.reason)
             return None
-        except ValueError:
-            logger.warning("manifest record %s is not JSON; treated as missing", url)
+        except (ValueError, RecursionError):
+            self.set_aside(f"manifest record {self._name(url)} is not JSON; treated as missing")
             return None
         if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
+            return None
+        if self._key is not None and not signed_by(self._key, self._name(url), data):
+            logger.info("manifest record %s is unsigned or badly signed: not trusted", self._name(url))
+            with self._lock:
+                self._distrusted.append(self._name(url))
             return None
         return data
 
     def _write_json(self, url: str, record: Mapping[str, Any]) -> None:
-        storage.write_bytes(
-            url, json.dumps({"version": MANIFEST_VERSION, **record}, indent=1, default=str).encode()
-        )
+        # As it will read back (``default=str`` applied): the signature is of exactly that.
+        data = json.loads(json.dumps({"version": MANIFEST_VERSION, **record}, default=str))
+        data.pop(MAC_FIELD, None)
+        if self._key is not None:
+            data[MAC_FIELD] = sign(self._key, self._name(url), data)
+        storage.write_bytes(url, json.dumps(data, indent=1).encode())
+
+    # -- what was set aside
+    def set_aside(self, warning: str) -> None:
+        """Note a record (or the file it names) that was not used, and why (logged and kept for the summary)."""
+        logger.warning("%s", warning)
+        with self._lock:
+            self._warnings.append(warning)
+
+    def take_warnings(self) -> list[str]:
+        """The warnings noted since the last call, with one line for every record not trusted."""
+        with self._lock:
+            out, self._warnings = self._warnings, []
+            distrusted, self._distrusted = self._distrusted, []
+        if distrusted:
+            out.append(
+                f"{len(distrusted)} manifest record(s) were unsigned or not signed with RECAST_MANIFEST_KEY "
+                f"(e.g. {distrusted[0]}): not trusted, their work was redone"
+            )
+        return out
 
     # -- job
     def exists(self) -> bool:
@@ -250,7 +210,14 @@ class JobManifest:
         return storage.exists(self._url("job.json"))
 
     def read_job(self) -> dict[str, Any] | None:
-        return self._read_json(self._url("job.json"))
+        """``job.json`` when it is trusted and well-formed (``shots`` a mapping, ``runs`` a count)."""
+        record = self._read_json(self._url("job.json"))
+        if record is None:
+            return None
+        if not isinstance(record.get("shots", {}), dict) or not isinstance(record.get("runs", 0), int):
+            self.set_aside("manifest record job.json is not in this version's format; ignored")
+            return None
+        return record
 
     def write_job(self, record: Mapping[str, Any]) -> None:
         self._write_json(self._url("job.json"), record)
@@ -273,9 +240,15 @@ class JobManifest:
         except StorageError:
             return None
         if hashlib.sha256(data).hexdigest() != record.get("sha256"):
-            logger.warning("analysis npz of %s chunk %d does not match its record; redone", shot, index)
+            self.set_aside(
+                f"{shot} chunk {index}: the analysis npz does not match its record; analysed again"
+            )
             return None
-        return faces_from_npz(data)
+        try:
+            return faces_from_npz(data)
+        except (ValueError, KeyError, TypeError, IndexError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            self.set_aside(f"{shot} chunk {index}: the analysis npz cannot be read ({exc}); analysed again")
+            return None
 
     def write_analysis(
         self, shot: str, index: int, key: str, faces: Sequence[Sequence[Face]], actor: str
@@ -320,29 +293,37 @@ class JobManifest:
         )
 
     # -- render
-    def read_render(self, shot: str, index: int, key: str) -> RenderRecord | None:
-        """The committed segment of chunk ``index`` if its key matches and the segment is still there, intact."""
-        record = self._read_json(self._url(shot, self._chunk_name("render", index)))
+    def read_render(self, shot: str, index: int, key: str, home: SegmentHome) -> RenderRecord | None:
+        """The committed segment of chunk ``index`` if its key matches and its files are where this job
+        writes them (``home``), there, with the recorded sizes and sha256 (every byte is read)."""
+        url = self._url(shot, self._chunk_name("render", index))
+        record = self._read_json(url)
         if record is None or record.get("key") != key:
             return None
-        found = RenderRecord(
-            chunk=index,
-            key=key,
-            segment_url=record["segment_url"],
-            sha256=record["sha256"],
-            bytes=int(record["bytes"]),
-            frames=int(record["frames"]),
-            faces_swapped=int(record.get("faces_swapped", 0)),
-            actor=str(record.get("actor", "")),
-            frame_files=tuple((int(n), str(h), int(b)) for n, h, b in record.get("frame_files", ())),
-            passes=dict(record.get("passes", {})),
-            qc=tuple(record.get("qc", ())),
-        )
+        try:
+            found = RenderRecord.from_json(index, key, record)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.set_aside(
+                f"{shot} chunk {index}: render record {self._name(url)} is malformed ({exc}); rendered again"
+            )
+            return None
+        if (outside := found.misplaced(home)) is not None:
+            self.set_aside(
+                f"{shot} chunk {index}: the record's segment {outside} is not in this job's segments of "
+                f"the shot; ignored, rendered again"
+            )
+            return None
         try:
             if not found.files_intact():
                 return None
+            bad = found.content_mismatch()
         except StorageError:
             return None  # segments are deleted once the shot is published
+        if bad is not None:
+            self.set_aside(
+                f"{shot} chunk {index}: segment {bad} does not match its recorded sha256; rendered again"
+            )
+            return None
         return found
 
     def write_render(self, shot: str, record: RenderRecord) -> None:
@@ -372,6 +353,11 @@ class JobManifest:
             or record.get("spec_key") != spec_key
             or record.get("output_url") != output_url
         ):
+            return None
+        if not isinstance(record.get("output_fingerprint"), dict) or not isinstance(
+            record.get("output_sha256"), str
+        ):
+            self.set_aside(f"{shot}: shot record is malformed; the output is made again")
             return None
         try:
             if output_fingerprint(output_url) != record.get("output_fingerprint"):

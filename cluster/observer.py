@@ -190,6 +190,16 @@ class JobObserver:
         summary.faces_swapped += record.faces_swapped
         self.progress.update(shot, frames)
 
+    def segment_rejected(self, shot: str, result: SegmentResult, reused: bool, warning: str) -> None:
+        """A segment counted before was found changed at the merge: it is rendered again (counted then)."""
+        summary = self.shots[shot]
+        if reused:
+            summary.chunks_reused -= 1
+        else:
+            summary.chunks_rendered -= 1
+        summary.faces_swapped -= result.faces_swapped
+        self.summary.warnings.append(warning)
+
     def segment_done(self, shot: str, result: SegmentResult, call_seconds: float, frames: int) -> None:
         if self.summary.first_chunk_seconds is None:
             self.summary.first_chunk_seconds = self.elapsed()

@@ -94,12 +94,15 @@ class ShotPlanner:
         qc = self._plan_qc(run, numbers, faces, track_ids, face_plan) if spec.qc.enabled else None
         frames_url = shot.ref.output_url if shot.is_sequence else None
         chunks = []
+        home = run.segment_home(self.prepared.work_url)
         for chunk in shot.renders:
             tasks = face_plan.for_range(chunk.start_frame - first, chunk.end_frame - first)
             key = self.prepared.keys.render(
                 shot.fingerprint, chunk, run.encoder, tasks, shot.settings, frames_url
             )
-            chunks.append(ChunkRender(chunk, tasks, key, self.ledger.segment(run.name, chunk.index, key)))
+            chunks.append(
+                ChunkRender(chunk, tasks, key, self.ledger.segment(run.name, chunk.index, key, home))
+            )
         return ShotRenders(
             tracks=len(face_plan.tracks), seconds=seconds, chunks=chunks, track_frames=records, qc=qc
         )

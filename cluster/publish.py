@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -45,8 +45,13 @@ class Published:
 
 
 Window = tuple[int, int]
-MergeFn = Callable[[list[str], VideoInfo, str, str, "Signing | None", "Window | None"], Published]
-"""(segment URLs, source probe, output URL, audio source URL, signing, delivered frames) -> Published."""
+Digests = Mapping[str, str]
+"""Segment URL -> its recorded sha256."""
+MergeFn = Callable[
+    [list[str], VideoInfo, str, str, "Signing | None", "Window | None", Digests | None], Published
+]
+"""(segment URLs, source probe, output URL, audio source URL, signing, delivered frames, segment
+sha256s) -> Published."""
 
 
 def merge_and_publish(
@@ -56,22 +61,30 @@ def merge_and_publish(
     audio_url: str,
     signing: Signing | None = None,
     window: Window | None = None,
+    segment_sha256: Digests | None = None,
 ) -> Published:
     """Merge into a local file, sign it if asked, checksum it, then publish it atomically.
 
     ``signing`` = (ManifestInfo, SignerConfig): embed signed Content Credentials
     before publishing (the checksum is of the signed file).  ``window``: the source
-    frames ``[a, b)`` the segments hold (None: all of them).
+    frames ``[a, b)`` the segments hold (None: all of them).  ``segment_sha256``: every
+    segment's recorded sha256; each is hashed as it is fetched for the merge, and
+    one that differs raises ChecksumError naming it (nothing is published).
     """
     from pipeline.merge import merge_segments
 
     expected = info.frame_count if window is None else window[1] - window[0]
     with tempfile.TemporaryDirectory(prefix="recast-out-") as tmp:
         local = os.path.join(tmp, "out" + os.path.splitext(output_url)[1])
+        digests = None if segment_sha256 is None else [segment_sha256[u] for u in segment_urls]
         if window is None:
-            stats = merge_segments(segment_urls, info, local, audio_source_url=audio_url)
+            stats = merge_segments(
+                segment_urls, info, local, audio_source_url=audio_url, segment_sha256=digests
+            )
         else:
-            stats = merge_segments(segment_urls, info, local, audio_source_url=audio_url, window=window)
+            stats = merge_segments(
+                segment_urls, info, local, audio_source_url=audio_url, window=window, segment_sha256=digests
+            )
         if stats.frames != expected:
             raise RecastError(f"{output_url}: merged {stats.frames} frames, expected {expected}")
         if signing is not None:
@@ -108,10 +121,12 @@ class Publisher:
         signing: Signing | None,
         window: Window | None = None,
         passes: dict[str, tuple[list[str], str]] | None = None,
+        sha256: Digests | None = None,
     ) -> Future[Published]:
-        """Merge and publish the output, then each pass (pass -> (its segment URLs, its URL))."""
+        """Merge and publish the output, then each pass (pass -> (its segment URLs, its URL)); ``sha256``:
+        every segment's and pass segment's recorded sha256 (checked as each is fetched)."""
         return self._pool.submit(
-            self._merge_all, segment_urls, info, output_url, audio_url, signing, window, passes or {}
+            self._merge_all, segment_urls, info, output_url, audio_url, signing, window, passes or {}, sha256
         )
 
     def _merge_all(
@@ -123,8 +138,9 @@ class Publisher:
         signing: Signing | None,
         window: Window | None,
         passes: dict[str, tuple[list[str], str]],
+        sha256: Digests | None,
     ) -> Published:
-        published = self._merge(segment_urls, info, output_url, audio_url, signing, window)
+        published = self._merge(segment_urls, info, output_url, audio_url, signing, window, sha256)
         if not passes:
             return published
         done = {}
@@ -133,7 +149,7 @@ class Publisher:
             pass_signing = None
             if signing is not None:
                 pass_signing = (signing[0].model_copy(update={"title": url.rsplit("/", 1)[-1]}), signing[1])
-            done[name] = merge_and_publish(urls, info, url, "", pass_signing, window)
+            done[name] = merge_and_publish(urls, info, url, "", pass_signing, window, sha256)
         return replace(published, passes=done)
 
     def submit_call(self, fn: Callable[..., Published], *args: Any) -> Future[Published]:

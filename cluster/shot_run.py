@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.results import ChunkAnalysis, SegmentResult
 from cluster.checks import PlannedShot
 from cluster.keys import RenderKey
+from cluster.segment_record import SegmentHome
 from pipeline import storage
 from pipeline.encode import EncoderChoice
 from pipeline.faces.types import Face
 from pipeline.tracking import TrackerState
+
+if TYPE_CHECKING:
+    from cluster.dispatch import Dispatcher
+    from cluster.planner import ChunkRender
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,6 +48,11 @@ class ShotRun:
     """The ``tracks`` pass's records, from planning until the shot is published."""
     qc_plan: Any = None
     """QC's conclusions from tracking and the plan, finished with the actors' measures at publish."""
+    planned_renders: dict[int, ChunkRender] = field(default_factory=dict)
+    """Every chunk's planned render (a segment found changed at the merge is rendered again from it)."""
+    reused: set[int] = field(default_factory=set)
+    """Chunks whose segment an earlier run committed."""
+    merge_retried: bool = False
 
     @property
     def name(self) -> str:
@@ -62,3 +76,25 @@ class ShotRun:
             return self.shot.ref.output_url
         name = f"{index:05d}-{key[:12]}.{self.encoder.container}"
         return storage.join(work_url, "segments", self.name, name)
+
+    def segment_home(self, work_url: str) -> SegmentHome:
+        """Where this shot's segments (and pass segments) are written: a record pointing elsewhere is ignored."""
+        if self.shot.is_sequence:
+            return SegmentHome(frames_url=self.shot.ref.output_url, pass_urls=self.shot.pass_urls)
+        return SegmentHome(folder=storage.join(work_url, "segments", self.name))
+
+
+def log_progress(runs: Sequence[ShotRun], dispatcher: Dispatcher, elapsed: float) -> None:
+    """One log line: frames analysed and rendered of every shot, the rate, the work in flight."""
+    total = sum(r.shot.plan.frame_count for r in runs)
+    delivered = sum(r.shot.window.delivered_count for r in runs)
+    analysed = sum(
+        r.shot.plan.chunks[i].frame_count for r in runs for i in range(min(r.next_to_track, r.chunks))
+    )
+    rendered = sum(s.frames for r in runs for s in r.segments.values())
+    d = dispatcher
+    logger.info(
+        "progress: analysed %d/%d, rendered %d/%d frames (%.1f fps), %d in flight, %d pending, %d retries",
+        analysed, total, rendered, delivered, rendered / elapsed if elapsed > 0 else 0.0,
+        d.inflight, d.pending, d.retries,
+    )  # fmt: skip

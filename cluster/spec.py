@@ -160,6 +160,16 @@ class ChunkingSpec(Frozen):
         return self
 
 
+class ResumeSpec(Frozen):
+    """How a resubmitted job recognises an unchanged source (:mod:`cluster.fingerprints`).
+
+    ``sampled``: a local file's size, mtime and a hash of at most 16 MiB of it (first, last and
+    every Nth MiB; each frame's first and last 64 KiB for a local image sequence); object stores by
+    ETag/VersionId.  ``full``: every byte of every source is hashed (slow on large plates)."""
+
+    fingerprint: Literal["sampled", "full"] = "sampled"
+
+
 class ResourcesSpec(Frozen):
     """Actor sizing.  ``gpus_per_actor`` None: 1 when the cluster has GPUs, else CPU actors."""
 
@@ -231,6 +241,7 @@ class JobSpec(Frozen):
     output: OutputSpec
     chunking: ChunkingSpec = ChunkingSpec()
     resources: ResourcesSpec = ResourcesSpec()
+    resume: ResumeSpec = ResumeSpec()
     provenance: ProvenanceSpec | None = None
     """None (no block): no policy, signing, watermark or audit."""
     colour: ColourSpec = ColourSpec()

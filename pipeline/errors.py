@@ -72,3 +72,7 @@ class FaceError(_TwoPartError):
         super().__init__(f"{where}: {reason}")
         self.where = where
         self.reason = reason
+
+
+class ChecksumError(StorageError):
+    """A file's content is not what was recorded of it (its sha256 differs): it must not be used."""

@@ -30,3 +30,26 @@ def sha256_url(url: str) -> str:
 
     with storage.open_read(url) as fh:
         return sha256_stream(fh)[0]
+
+
+def fetch_verified(url: str, dest: str, sha256: str) -> str:
+    """Copy ``url`` to the local file ``dest``, hashing it on the way; returns ``dest``.
+
+    Raises ChecksumError (naming ``url``) when its sha256 is not ``sha256``: what is used
+    afterwards is the private copy that was hashed, never the original again.
+    """
+    from pipeline import storage
+    from pipeline.errors import ChecksumError, StorageError
+
+    digest = hashlib.sha256()
+    with storage.open_read(url) as src:
+        try:
+            with open(dest, "wb") as out:
+                while block := src.read(BLOCK_BYTES):
+                    digest.update(block)
+                    out.write(block)
+        except OSError as exc:
+            raise StorageError(url, f"cannot copy to {dest}: {exc.strerror or exc}") from exc
+    if digest.hexdigest() != sha256:
+        raise ChecksumError(url, f"sha256 {digest.hexdigest()[:16]}... is not the recorded {sha256[:16]}...")
+    return dest

@@ -31,6 +31,7 @@ import av
 
 from pipeline import storage
 from pipeline.errors import MediaError, SpecError
+from pipeline.hashing import fetch_verified
 from pipeline.probe import VideoInfo, open_container, video_stream
 from pipeline.timecode import add_frames
 
@@ -120,6 +121,7 @@ def merge_segments(
     *,
     audio_source_url: str | None,
     window: tuple[int, int] | None = None,
+    segment_sha256: Sequence[str] | None = None,
 ) -> MergeStats:
     """Stream-copy ``segment_urls`` (in chunk order) plus the source audio into ``out_url``.
 
@@ -139,6 +141,10 @@ def merge_segments(
     which MP4/MOV trim with an edit list) and ends up to one packet after the
     last, and its first packet decodes without the preceding one (AAC's
     overlap), so its first few ms are not exact.
+
+    ``segment_sha256``: each segment's recorded sha256.  The segments are then
+    copied into a private folder while hashed, and only those copies are merged;
+    one that differs raises ChecksumError naming it.
     """
     started = time.perf_counter()
     fmt = output_format(out_url)
@@ -153,7 +159,16 @@ def merge_segments(
     # Without a window the source's own timestamps are kept (origin 0), byte for byte as before.
     origin = span.start_pts if window is not None else 0
     with contextlib.ExitStack() as stack:
-        paths = [stack.enter_context(storage.fetched(u, suffix=os.path.splitext(u)[1])) for u in segment_urls]
+        if segment_sha256 is None:
+            paths = [
+                stack.enter_context(storage.fetched(u, suffix=os.path.splitext(u)[1])) for u in segment_urls
+            ]
+        else:
+            fetch_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="recast-segments-"))
+            paths = [
+                fetch_verified(u, os.path.join(fetch_dir, f"{i:05d}{os.path.splitext(u)[1]}"), sha)
+                for i, (u, sha) in enumerate(zip(segment_urls, segment_sha256, strict=True))
+            ]
         tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="recast-merge-"))
         local_out = os.path.join(tmpdir, "out" + os.path.splitext(out_url)[1])
 

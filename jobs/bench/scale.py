@@ -115,7 +115,13 @@ def prepare(settings: ScaleSettings, spec: Any, *, resumed: bool) -> Any:
 
 
 def simulated_merge(
-    segment_urls: list[str], info: Any, output_url: str, audio_url: str, signing: Any, window: Any = None
+    segment_urls: list[str],
+    info: Any,
+    output_url: str,
+    audio_url: str,
+    signing: Any,
+    window: Any = None,
+    sha256: Any = None,
 ) -> Any:
     """Publishes a stand-in output atomically: what the driver does around a merge, without the merge."""
     from cluster.fingerprints import stat_fingerprint

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from cluster.keys import AnalysisKey, RenderKey, TrackKey
 from cluster.ledger import Ledger
-from cluster.manifest import JobManifest, RenderRecord
+from cluster.manifest import JobManifest, RenderRecord, SegmentHome
 from pipeline.faces.types import Face
 from pipeline.tracking import TrackerState, TrackingConfig, track_chunk
 
@@ -55,13 +57,13 @@ def test_a_segment_is_committed_only_when_its_upload_is_whole(tmp_path) -> None:
     segment = tmp_path / "work" / "segments" / "a" / "00000.mkv"
     segment.parent.mkdir(parents=True)
     segment.write_bytes(b"x" * 10)
-    record = RenderRecord(0, RenderKey("r"), str(segment), "0" * 64, 11, 24, 1, "actor-0")
+    sha = hashlib.sha256(b"x" * 10).hexdigest()
+    home = SegmentHome(folder=str(segment.parent))
+    record = RenderRecord(0, RenderKey("r"), str(segment), sha, 11, 24, 1, "actor-0")
     error = ledger.commit_segment("a", record)
     assert error is not None and "uploaded 10 bytes" in str(error)
-    assert ledger.segment("a", 0, RenderKey("r")) is None
-    assert (
-        ledger.commit_segment("a", RenderRecord(0, RenderKey("r"), str(segment), "0" * 64, 10, 24, 1)) is None
-    )
-    assert ledger.segment("a", 0, RenderKey("r")) is not None
+    assert ledger.segment("a", 0, RenderKey("r"), home) is None
+    assert ledger.commit_segment("a", RenderRecord(0, RenderKey("r"), str(segment), sha, 10, 24, 1)) is None
+    assert ledger.segment("a", 0, RenderKey("r"), home) is not None
     segment.unlink()  # deleted once the shot is published: nothing to reuse
-    assert ledger.segment("a", 0, RenderKey("r")) is None
+    assert ledger.segment("a", 0, RenderKey("r"), home) is None

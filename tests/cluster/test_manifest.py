@@ -7,6 +7,7 @@ exactly that shot; the unchanged shot's published output is kept.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -16,7 +17,15 @@ import pytest
 
 from cluster.driver import run_job
 from cluster.keys import JobKeys
-from cluster.manifest import JobManifest, RenderRecord, digest, faces_from_npz, faces_to_npz, tasks_digest
+from cluster.manifest import (
+    JobManifest,
+    RenderRecord,
+    SegmentHome,
+    digest,
+    faces_from_npz,
+    faces_to_npz,
+    tasks_digest,
+)
 from cluster.shots import ShotRef
 from cluster.spec import parse_spec
 from jobs.bench.clips import make_face_clip
@@ -87,18 +96,21 @@ def test_records_commit_and_survive_only_intact(tmp_path) -> None:
     segment = tmp_path / "work" / "segments" / "sc01" / "00000-abc.mp4"
     segment.parent.mkdir(parents=True)
     segment.write_bytes(b"x" * 100)
-    record = RenderRecord(0, "key-r", str(segment), "f" * 64, 100, 24, 5, "actor-1")
+    record = RenderRecord(
+        0, "key-r", str(segment), hashlib.sha256(b"x" * 100).hexdigest(), 100, 24, 5, "actor-1"
+    )
+    home = SegmentHome(folder=str(segment.parent))
     manifest.write_render("sc01", record)
-    assert manifest.read_render("sc01", 0, "key-r") == record
-    assert manifest.read_render("sc01", 0, "key-other") is None
+    assert manifest.read_render("sc01", 0, "key-r", home) == record
+    assert manifest.read_render("sc01", 0, "key-other", home) is None
     segment.write_bytes(b"x" * 50)  # an overwritten, uncommitted upload is not the committed segment
-    assert manifest.read_render("sc01", 0, "key-r") is None
+    assert manifest.read_render("sc01", 0, "key-r", home) is None
     segment.unlink()
-    assert manifest.read_render("sc01", 0, "key-r") is None
+    assert manifest.read_render("sc01", 0, "key-r", home) is None
 
     # A torn or foreign record is ignored, not an error.
     (tmp_path / "work" / "manifest" / "sc01" / "render-00001.json").write_text("{not json")
-    assert manifest.read_render("sc01", 1, "key-r") is None
+    assert manifest.read_render("sc01", 1, "key-r", home) is None
 
 
 def test_keys_change_with_exactly_what_they_depend_on(tmp_path) -> None:

@@ -1,0 +1,181 @@
+"""A committed segment (a chunk's render record) and how a resumed job checks it before reusing it.
+
+A record is only as good as what it points at.  Before a segment an earlier run
+committed is reused, the driver checks that its URLs are where this job writes
+segments (``<work_url>/segments/<shot>/<file>``, or an image sequence's own
+output and pass patterns) and that every file it names is there with the size
+and sha256 recorded.  Anything else: the chunk is rendered again, and why is
+returned so the summary can say it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline import storage
+from pipeline.errors import StorageError
+from pipeline.hashing import sha256_url
+
+
+@dataclass(frozen=True)
+class SegmentHome:
+    """Where the segments of one shot may be: a folder (video), or the output's own patterns (sequence)."""
+
+    folder: str | None = None
+    """``<work_url>/segments/<shot>``: a video's segments and pass segments are files directly in it."""
+    frames_url: str | None = None
+    """An image sequence's output pattern (its frames are written straight there)."""
+    pass_urls: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """An image sequence's pass -> pattern URL."""
+
+
+@dataclass(frozen=True)
+class RenderRecord:
+    """A committed segment."""
+
+    chunk: int
+    key: str
+    segment_url: str
+    sha256: str
+    bytes: int
+    frames: int
+    faces_swapped: int
+    actor: str = ""
+    frame_files: tuple[tuple[int, str, int], ...] = ()
+    """Image sequences: (frame number, sha256, bytes) of every frame written (``segment_url`` is then
+    the output's frame pattern)."""
+    passes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Compositing passes of the chunk: video, pass -> [segment URL, bytes, sha256]; image sequence,
+    pass -> [pattern URL, [[frame, sha256, bytes], ...]]."""
+    qc: tuple[dict[str, Any], ...] = ()
+    """QC measures of the chunk's replaced faces (:class:`pipeline.qc.records.FaceMeasure` dicts)."""
+
+    @classmethod
+    def from_json(cls, index: int, key: str, record: Mapping[str, Any]) -> RenderRecord:
+        """Parse a stored record; a missing field or a wrong type raises (KeyError, TypeError, ValueError)."""
+        passes, qc = record.get("passes", {}), record.get("qc", ())
+        if not isinstance(passes, dict) or not isinstance(qc, (list, tuple)):
+            raise TypeError("passes must be a mapping and qc a list")
+        return cls(
+            chunk=index,
+            key=key,
+            segment_url=_text(record["segment_url"]),
+            sha256=_text(record["sha256"]),
+            bytes=int(record["bytes"]),
+            frames=int(record["frames"]),
+            faces_swapped=int(record.get("faces_swapped", 0)),
+            actor=str(record.get("actor", "")),
+            frame_files=tuple((int(n), _text(h), int(b)) for n, h, b in record.get("frame_files", ())),
+            passes={str(name): _pass_entry(entry) for name, entry in passes.items()},
+            qc=tuple(qc),
+        )
+
+    def files_intact(self) -> bool:
+        """The segment (or every frame written), and every pass's, is there with the size the actor wrote."""
+        if not self.frame_files:
+            if storage.size(self.segment_url) != self.bytes:
+                return False
+        elif not _frames_intact(self.segment_url, self.frame_files):
+            return False
+        for entry in self.passes.values():
+            url, written = entry[0], entry[1]
+            if isinstance(written, int):
+                if storage.size(url) != written:
+                    return False
+            elif not _frames_intact(url, [tuple(f) for f in written]):
+                return False
+        return True
+
+    def misplaced(self, home: SegmentHome) -> str | None:
+        """The first URL of the record that is not where this job writes the chunk's files (None: all are)."""
+        if home.frames_url is not None:
+            if self.segment_url != home.frames_url:
+                return self.segment_url
+            for name, entry in self.passes.items():
+                if entry[0] != home.pass_urls.get(name):
+                    return str(entry[0])
+            return None
+        if home.folder is None or self.frame_files:
+            return self.segment_url
+        for url in [self.segment_url, *(entry[0] for entry in self.passes.values())]:
+            if not is_file_in(url, home.folder):
+                return str(url)
+        return None
+
+    def content_mismatch(self) -> str | None:
+        """The first file of the record whose sha256 is not the recorded one (None: all match).
+
+        Reads every byte of the chunk's files; call it after :meth:`files_intact` (sizes first)."""
+        if not self.frame_files:
+            if sha256_url(self.segment_url) != self.sha256:
+                return self.segment_url
+        elif (bad := _frames_mismatch(self.segment_url, self.frame_files)) is not None:
+            return bad
+        for entry in self.passes.values():
+            url, written = entry[0], entry[1]
+            if isinstance(written, int):
+                if sha256_url(url) != entry[2]:
+                    return str(url)
+            elif (
+                bad := _frames_mismatch(url, [(int(n), str(h), int(b)) for n, h, b in written])
+            ) is not None:
+                return bad
+        return None
+
+    def file_sha256(self) -> dict[str, str]:
+        """URL -> recorded sha256 of the segment and each pass segment (videos)."""
+        out = {self.segment_url: self.sha256}
+        for entry in self.passes.values():
+            if isinstance(entry[1], int):
+                out[str(entry[0])] = str(entry[2])
+        return out
+
+
+def is_file_in(url: str, folder: str) -> bool:
+    """True when ``url`` names a file directly inside ``folder``: the exact prefix ``folder/`` and then one
+    plain name (no ``/``, not ``.`` or ``..``, no ``%``-escapes), so no spelling of the URL reaches out."""
+    prefix = folder.rstrip("/") + "/"
+    if not url.startswith(prefix):
+        return False
+    name = url[len(prefix) :]
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\%\0")
+
+
+def _pass_entry(entry: Any) -> list[Any]:
+    """A pass's entry, checked: [segment URL, bytes, sha256] (video) or [pattern URL, [[frame, sha256,
+    bytes], ...]] (image sequence)."""
+    if isinstance(entry, list) and len(entry) == 3:
+        return [_text(entry[0]), int(entry[1]), _text(entry[2])]
+    if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list):
+        return [_text(entry[0]), [[int(n), _text(h), int(b)] for n, h, b in entry[1]]]
+    raise TypeError("a pass entry is [url, bytes, sha256] or [pattern, frames]")
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, found {type(value).__name__}")
+    return value
+
+
+def _frames_intact(pattern: str, files: Sequence[Sequence[Any]]) -> bool:
+    from pipeline.plates.sequence import list_frames, parse_sequence_url
+
+    sizes = {f.number: f.size for f in list_frames(parse_sequence_url(pattern))}
+    return all(sizes.get(int(number)) == int(size) for number, _, size in files)
+
+
+def _frames_mismatch(pattern: str, files: Sequence[tuple[int, str, int]]) -> str | None:
+    from pipeline.plates.sequence import parse_sequence_url
+
+    seq = parse_sequence_url(pattern)
+    for number, sha, _ in files:
+        url = seq.frame_url(number)
+        try:
+            if sha256_url(url) != sha:
+                return url
+        except StorageError:
+            return url
+    return None
