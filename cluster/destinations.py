@@ -10,15 +10,14 @@ sequence is its folder, head and tail whatever its padding is spelt (``####``,
 * a destination that is one of the job's inputs: a shot's source (or, for a sequence
   destination, one of a source sequence's frames, followed through symlinks), an
   identity picture or adapter;
-* a destination or an input inside the work area (its segments and records are
-  written and deleted there).
+* a destination or an input among the work area's own files (:data:`WORK_FOLDERS`,
+  :data:`WORK_FILES`: segments and records are written and deleted there).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections import defaultdict
 from dataclasses import dataclass
 
 from cluster.shots import ShotRef
@@ -26,6 +25,10 @@ from cluster.spec import JobSpec
 from pipeline import storage
 from pipeline.errors import SpecError
 from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
+
+WORK_FOLDERS = ("segments", "manifest")
+"""What the driver writes, and deletes, under the work area (:mod:`cluster.shot_run`, :mod:`cluster.manifest`)."""
+WORK_FILES = ("summary.json", "report.html", "report.json")
 
 
 def normalise(url: str) -> str:
@@ -74,10 +77,12 @@ class Place:
         assert seq.tail is not None
         return re.fullmatch(rf"{re.escape(seq.name)}-?\d+{re.escape(seq.tail)}", single.name) is not None
 
-    def inside(self, folder: str) -> bool:
-        return (
-            self.folder == folder or self.folder.startswith(folder.rstrip("/") + "/") or self.path == folder
-        )
+    def in_work_area(self, work: str) -> bool:
+        """Whether this is (or is inside) one of the work area ``work``'s own files and folders."""
+        if self.path == work or any(self.same(Place(work, name, None, "", "")) for name in WORK_FILES):
+            return True
+        folders = [f"{work}/{name}" for name in WORK_FOLDERS]
+        return any(self.path == f or self.folder == f or self.folder.startswith(f + "/") for f in folders)
 
 
 def pass_urls_of(spec: JobSpec, ref: ShotRef) -> dict[str, str]:
@@ -103,14 +108,15 @@ def destinations(spec: JobSpec, shots: list[ShotRef]) -> list[tuple[Place, str]]
 
 
 def inputs(spec: JobSpec, shots: list[ShotRef]) -> list[Place]:
-    """Every file the job reads that a write could destroy: sources (and a local source sequence's
-    frames, through their symlinks), identity pictures and adapters."""
+    """Every file the job reads that a write could destroy: sources (and, for a local source
+    sequence, the frames its symlinks point at), identity pictures and adapters."""
     out = []
     for ref in shots:
         out.append(Place.of(ref.url, f"shot {ref.name}'s source"))
         if ref.is_sequence and storage.is_local(ref.url):
             for frame in list_frames(parse_sequence_url(ref.url)):
-                out.append(Place.of(frame.url, f"shot {ref.name}'s source frame {frame.number}"))
+                if os.path.islink(storage.local_path(frame.url)):
+                    out.append(Place.of(frame.url, f"shot {ref.name}'s source frame {frame.number}"))
     for name, ident in spec.identities.items():
         out.extend(Place.of(url, f"identity {name}'s picture") for url in ident.images)
         if ident.adapter is not None:
@@ -118,33 +124,77 @@ def inputs(spec: JobSpec, shots: list[ShotRef]) -> list[Place]:
     return out
 
 
+class _Places:
+    """Places by key, so a job of thousands of shots is checked in one pass: a file by
+    (folder, name), a sequence by (folder, head, tail), and a file also by every sequence
+    (folder, head, tail) whose frame it could be."""
+
+    def __init__(self) -> None:
+        self._files: dict[tuple[str, str], tuple[Place, str]] = {}
+        self._sequences: dict[tuple[str, str, str], tuple[Place, str]] = {}
+        self._frames: dict[tuple[str, str, str], tuple[Place, str]] = {}
+
+    def find(self, place: Place) -> tuple[Place, str] | None:
+        """A place added earlier that shares a file with ``place``, with its field."""
+        if place.tail is not None:
+            key = (place.folder, place.name, place.tail)
+            return self._sequences.get(key) or self._frames.get(key)
+        for head, tail in _frame_splits(place.name):
+            hit = self._sequences.get((place.folder, head, tail))
+            if hit is not None:
+                return hit
+        return self._files.get((place.folder, place.name))
+
+    def add(self, place: Place, field: str) -> None:
+        if place.tail is not None:
+            self._sequences.setdefault((place.folder, place.name, place.tail), (place, field))
+            return
+        self._files.setdefault((place.folder, place.name), (place, field))
+        for head, tail in _frame_splits(place.name):
+            self._frames.setdefault((place.folder, head, tail), (place, field))
+
+
+def _frame_splits(name: str) -> list[tuple[str, str]]:
+    """Every (head, tail) such that ``name`` is head + a frame number + tail."""
+    out = []
+    for run in re.finditer(r"\d+", name):
+        for start in range(run.start(), run.end()):
+            out.append((name[:start], name[run.end() :]))
+            if start == run.start() and name[:start].endswith("-"):
+                out.append((name[: start - 1], name[run.end() :]))  # a negative frame number
+    return out
+
+
 def check_destinations(spec: JobSpec, shots: list[ShotRef], work_url: str) -> None:
     """Refuse a job whose writes would collide, replace one of its inputs or land in its work area."""
     dests = destinations(spec, shots)
-    by_folder: dict[str, list[tuple[Place, str]]] = defaultdict(list)
+    written = _Places()
     for dest, field in dests:
-        for earlier, _ in by_folder[dest.folder]:
-            if dest.same(earlier):
-                raise SpecError(
-                    field,
-                    f"{dest.what} {dest.url} and {earlier.what} {earlier.url} are the same file "
-                    f"({dest.path}); give each a place of its own",
-                )
-        by_folder[dest.folder].append((dest, field))
+        hit = written.find(dest)
+        if hit is not None:
+            earlier = hit[0]
+            raise SpecError(
+                field,
+                f"{dest.what} {dest.url} and {earlier.what} {earlier.url} are the same file "
+                f"({earlier.path}); give each a place of its own",
+            )
+        written.add(dest, field)
     reads = inputs(spec, shots)
     for source in reads:
-        for dest, field in by_folder.get(source.folder, ()):
-            if dest.same(source):
-                raise SpecError(
-                    field,
-                    f"{dest.what} {dest.url} would replace {source.what} {source.url} ({source.path}); "
-                    "an output never replaces one of the job's inputs, whatever output.if_exists says",
-                )
+        hit = written.find(source)
+        if hit is not None:
+            dest, field = hit
+            raise SpecError(
+                field,
+                f"{dest.what} {dest.url} would replace {source.what} {source.url} ({source.path}); "
+                "an output never replaces one of the job's inputs, whatever output.if_exists says",
+            )
     work = normalise(work_url)
-    for place, what in [*((d, d.what) for d, _ in dests), *((s, s.what) for s in reads)]:
-        if place.inside(work):
+    for place in [*(d for d, _ in dests), *reads]:
+        if place.in_work_area(work):
             raise SpecError(
                 "output.work_url",
-                f"the work area {work_url} ({work}) holds {what} {place.url}; the work area is the "
-                "job's own scratch space: put it beside the outputs, not around them or the inputs",
+                f"{place.what} {place.url} is one of the work area's own files ({work_url}: "
+                f"{', '.join([*WORK_FOLDERS, *WORK_FILES])}), which the job writes and deletes; "
+                "give the work area a folder of its own",
             )
