@@ -58,10 +58,10 @@ def render_url(template: str, values: Mapping[str, object], *, field: str) -> st
     head = template.split("{", 1)[0]
     cut = head.rfind("/") + 1
     fixed, rest = template[:cut], template[cut:]
-    _, sep, path = fixed.rpartition("://")
-    if ".." in path.split("/"):
+    if ".." in fixed.rpartition("://")[2].split("/"):
         raise SpecError(field, f"{template!r} has a '..' segment: give the folder itself")
-    if sep and not path.strip("/"):
+    _, sep, after = template.partition("://")
+    if sep and "{" in after.split("/", 1)[0]:
         raise SpecError(field, f"{template!r}: the bucket or host must be fixed, not a placeholder")
     used = _names(rest, field)
     for name in used:

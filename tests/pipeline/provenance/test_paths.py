@@ -83,6 +83,8 @@ def test_bad_prefix_and_values() -> None:
         "out/{shot}.mp4",
         "{shot}.mp4",
         "/mnt/work/{job_id}",
+        "s3://work-bucket",
+        "s3://work-bucket/{job_id}",
     ],
 )
 def test_render_url_gives_the_urls_plain_substitution_gave(template: str) -> None:
@@ -105,6 +107,7 @@ def test_render_url_gives_the_urls_plain_substitution_gave(template: str) -> Non
         ("/mnt/out/{shot}.mp4", {"shot": ".."}, "output.url.shot", "plain name"),
         ("/mnt/out/x.{ext}", {"ext": "v2/../../x"}, "output.url.ext", "plain name"),
         ("s3://{shot}/x.mov", {}, "output.url", "bucket"),
+        ("s3://b-{shot}", {}, "output.url", "bucket"),
         ("/mnt/work/../../{job_id}", {"job_id": "j"}, "output.work_url", "'..' segment"),
     ],
 )
