@@ -63,7 +63,8 @@ class Place:
 
     @property
     def path(self) -> str:
-        return f"{self.folder}/{self.name}"
+        """The normalised file, or the sequence's frames as ``folder/head<frame>tail``."""
+        return f"{self.folder}/{self.name}" + ("" if self.tail is None else f"<frame>{self.tail}")
 
     def same(self, other: Place) -> bool:
         """Whether a file of one is a file of the other."""
