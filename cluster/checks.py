@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster.destinations import check_destinations, pass_urls_of
 from cluster.fingerprints import input_fingerprint, output_exists
 from cluster.keys import AnalysisKey, Fingerprint, JobKeys, ShotKey, identities_digest
 from cluster.manifest import JobManifest
@@ -122,6 +123,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
     work_url = work_url_for(spec, shots)
     # The studio policy first: a refused identity or path must not cause a single read or write.
     auth = check_provenance(spec, shots, work_url)
+    check_destinations(spec, shots, work_url)  # collisions, inputs replaced: whatever if_exists says
     manifest = JobManifest(work_url, manifest_key())
     resumed = False
     if resume is not False:
@@ -157,6 +159,14 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
                     "output.if_exists",
                     f"{shot.output_url} already exists (set if_exists: skip or overwrite)",
                 )
+        elif spec.output.if_exists != "overwrite":
+            # The passes are published with the output and, like it, never replaced.
+            for url in planned_one.pass_urls.values():
+                if output_exists(url):
+                    raise SpecError(
+                        "output.if_exists",
+                        f"{url} (shot {shot.name}'s pass) already exists (set if_exists: overwrite)",
+                    )
         planned.append(planned_one)
     # An unwritable destination must fail the job now, not after hours of rendering.
     for parent in sorted({_parent(p.ref.output_url) for p in planned}):
@@ -211,17 +221,6 @@ def planned_shot(keys: JobKeys, probed: ProbedShot, fingerprint: Fingerprint) ->
         renders=render_chunks(probed.info, plan, probed.window),
         pass_urls=pass_urls_of(keys.spec, probed.ref),
     )
-
-
-def pass_urls_of(spec: JobSpec, ref: ShotRef) -> dict[str, str]:
-    """Where each of ``output.passes`` of the shot goes (:func:`pipeline.passes.naming.pass_url`)."""
-    from pipeline.passes.naming import pass_url
-
-    out = spec.output
-    return {
-        name: pass_url(ref.output_url, name, out.pass_url, shot=ref.name, job_id=spec.job_id)
-        for name in out.passes
-    }
 
 
 def probe_shot(shot: ShotRef, settings: ShotSettings) -> VideoInfo:

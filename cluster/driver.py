@@ -149,7 +149,7 @@ class JobRunner:
             custom=res.custom,
         )
         pool = self._pool = ActorPool(render_config(spec, plan), plan, self.parts.actor_class)
-        publisher = Publisher(self.parts.merge)
+        publisher = Publisher(self.parts.merge, if_exists=spec.output.if_exists)
         finished = False
         try:
             infos, starting = pool.warm()

@@ -13,11 +13,11 @@ import tempfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.fingerprints import output_fingerprint
 from pipeline import storage
-from pipeline.errors import RecastError
+from pipeline.errors import RecastError, StorageError
 from pipeline.hashing import sha256_file
 from pipeline.probe import VideoInfo
 
@@ -47,11 +47,27 @@ class Published:
 Window = tuple[int, int]
 Digests = Mapping[str, str]
 """Segment URL -> its recorded sha256."""
-MergeFn = Callable[
-    [list[str], VideoInfo, str, str, "Signing | None", "Window | None", Digests | None], Published
-]
-"""(segment URLs, source probe, output URL, audio source URL, signing, delivered frames, segment
-sha256s) -> Published."""
+
+
+class MergeFn(Protocol):
+    """(segment URLs, source probe, output URL, audio source URL, signing, delivered frames,
+    segment sha256s) -> Published.
+
+    ``overwrite=False``: publish only if the output is absent (never replace it).
+    """
+
+    def __call__(
+        self,
+        segment_urls: list[str],
+        info: VideoInfo,
+        output_url: str,
+        audio_url: str,
+        signing: Signing | None,
+        window: Window | None = None,
+        segment_sha256: Digests | None = None,
+        *,
+        overwrite: bool = True,
+    ) -> Published: ...
 
 
 def merge_and_publish(
@@ -62,6 +78,8 @@ def merge_and_publish(
     signing: Signing | None = None,
     window: Window | None = None,
     segment_sha256: Digests | None = None,
+    *,
+    overwrite: bool = True,
 ) -> Published:
     """Merge into a local file, sign it if asked, checksum it, then publish it atomically.
 
@@ -70,6 +88,8 @@ def merge_and_publish(
     frames ``[a, b)`` the segments hold (None: all of them).  ``segment_sha256``: every
     segment's recorded sha256; each is hashed as it is fetched for the merge, and
     one that differs raises ChecksumError naming it (nothing is published).
+    ``overwrite=False``: an output that exists by now is left as it is (StorageError),
+    never replaced.
     """
     from pipeline.merge import merge_segments
 
@@ -94,7 +114,7 @@ def merge_and_publish(
             sign_video(local, signed, signing[0], signing[1])
             local = signed
         sha256 = sha256_file(local)
-        storage.publish_file(local, output_url)
+        storage.publish_file(local, output_url, overwrite=overwrite)
     return Published(stats, sha256, output_fingerprint(output_url))
 
 
@@ -108,8 +128,12 @@ def _remove_quietly(url: str) -> None:
 class Publisher:
     """Runs merges on a small thread pool so the event loop keeps dispatching meanwhile."""
 
-    def __init__(self, merge: MergeFn = merge_and_publish, *, threads: int = 2) -> None:
+    def __init__(
+        self, merge: MergeFn = merge_and_publish, *, threads: int = 2, if_exists: str = "overwrite"
+    ) -> None:
         self._merge = merge
+        self._if_exists = if_exists
+        """``output.if_exists``: anything but ``overwrite`` publishes only where nothing is yet."""
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="merge")
 
     def submit(
@@ -140,16 +164,31 @@ class Publisher:
         passes: dict[str, tuple[list[str], str]],
         sha256: Digests | None,
     ) -> Published:
-        published = self._merge(segment_urls, info, output_url, audio_url, signing, window, sha256)
-        if not passes:
-            return published
-        done = {}
-        for name, (urls, url) in passes.items():
-            # The passes are part of the output set: signed like it, published atomically like it.
-            pass_signing = None
-            if signing is not None:
-                pass_signing = (signing[0].model_copy(update={"title": url.rsplit("/", 1)[-1]}), signing[1])
-            done[name] = merge_and_publish(urls, info, url, "", pass_signing, window, sha256)
+        overwrite = self._if_exists == "overwrite"
+        try:
+            published = self._merge(
+                segment_urls, info, output_url, audio_url, signing, window, sha256, overwrite=overwrite
+            )
+            if not passes:
+                return published
+            done = {}
+            for name, (urls, url) in passes.items():
+                # The passes are part of the output set: signed like it, published atomically like it.
+                pass_signing = None
+                if signing is not None:
+                    title = url.rsplit("/", 1)[-1]
+                    pass_signing = (signing[0].model_copy(update={"title": title}), signing[1])
+                done[name] = merge_and_publish(
+                    urls, info, url, "", pass_signing, window, sha256, overwrite=overwrite
+                )
+        except StorageError as exc:
+            if exc.reason != storage.ALREADY_EXISTS:
+                raise
+            raise StorageError(
+                exc.url,
+                f"appeared after the job's checks; with output.if_exists: {self._if_exists} "
+                "it is left untouched, not overwritten",
+            ) from exc
         return replace(published, passes=done)
 
     def submit_call(self, fn: Callable[..., Published], *args: Any) -> Future[Published]:

@@ -13,6 +13,7 @@ from pipeline import storage
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.plates.sequence import is_sequence_url
+from pipeline.provenance.paths import render_url
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class ShotRef:
     output_url: str
     settings: ShotSettings | None = field(default=None, compare=False)
     """None only for refs built by hand (tests): the job's settings apply."""
+    output_field: str = field(default="output.url", compare=False)
+    """The spec field that gives ``output_url`` (``output.url``, or the shot's own ``shots[i].output``)."""
 
     @property
     def is_sequence(self) -> bool:
@@ -95,8 +98,10 @@ def expand_shots(spec: JobSpec) -> list[ShotRef]:
         raise SpecError("output.url", "needs a {shot} placeholder when the job has several shots")
     refs = []
     for name, url, output, settings in pairs:
-        ref = ShotRef(name, url, output or output_url_for(spec, name, url), settings)
         field = f"{settings.field}.output" if output else "output.url"
+        ref = ShotRef(name, url, output or output_url_for(spec, name, url), settings, field)
+        if output:
+            render_url(output, {}, field=field)  # a literal URL: no '..' segment, no placeholder
         _same_kind(ref, field)
         problem = spec.output.container_problem(ref.output_url)
         if problem:
@@ -134,9 +139,13 @@ def _ext(url: str) -> str:
 
 
 def output_url_for(spec: JobSpec, shot_name: str, source_url: str = "") -> str:
-    """``output.url`` filled in for one shot (``{ext}``: the source's own extension)."""
-    url = spec.output.url.replace("{shot}", shot_name).replace("{job_id}", spec.job_id)
-    return url.replace("{ext}", source_url.rsplit(".", 1)[-1]) if "{ext}" in url else url
+    """``output.url`` filled in for one shot (``{ext}``: the source's own extension).
+
+    Rendered by :func:`pipeline.provenance.paths.render_url`: a shot name or extension
+    that is not a plain name, or a ``..`` in the template, is a SpecError naming ``output.url``.
+    """
+    values = {"shot": shot_name, "job_id": spec.job_id, "ext": source_url.rsplit(".", 1)[-1]}
+    return render_url(spec.output.url, values, field="output.url")
 
 
 def output_prefix_for(spec: JobSpec) -> str:
@@ -149,7 +158,8 @@ def output_prefix_for(spec: JobSpec) -> str:
 def work_url_for(spec: JobSpec, shots: list[ShotRef]) -> str:
     """Where segments and the summary of the job go."""
     if spec.output.work_url is not None:
-        return storage.join(spec.output.work_url.replace("{job_id}", spec.job_id))
+        template = spec.output.work_url.rstrip("/") or spec.output.work_url
+        return storage.join(render_url(template, {"job_id": spec.job_id}, field="output.work_url"))
     first = shots[0].output_url
     parent = first.rsplit("/", 1)[0] if "/" in first else "."
     return storage.join(parent, ".recast-work", spec.job_id)

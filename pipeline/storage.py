@@ -7,8 +7,10 @@ instance roles, ``AWS_PROFILE``...), never from job specs.
 Publishing is atomic: a reader of a destination sees either nothing (or the
 previous object) or the complete new object, never a partial one.  For object
 stores a single PUT / completed multipart upload already has that property;
-for local paths we write a hidden temporary file beside the destination and
-``os.replace`` it.
+for local paths we write a hidden temporary file beside the destination, fsync
+it, ``os.replace`` it and fsync the folder.  ``overwrite=False`` publishes only
+if the destination is absent, atomically (a local hard link; on S3 a
+conditional PUT, ``If-None-Match: *``), and never replaces what is there.
 """
 
 from __future__ import annotations
@@ -146,42 +148,132 @@ def listdir(url: str) -> list[str]:
     return _on(url, local, remote)
 
 
-def _replace_atomically(dest: str, write: Callable[[str], object]) -> None:
-    """``write`` a hidden temporary file beside ``dest``, then rename it over ``dest``."""
+def _fsync(path: str, *, directory: bool = False) -> None:
+    """Flush ``path`` (a file, or a folder's entries) to disk: a rename is only as durable as this."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    # Some filesystems (and platforms) cannot fsync a folder: the file itself is already on disk.
+    with contextlib.suppress(OSError):
+        _fsync(path, directory=True)
+
+
+ALREADY_EXISTS = "already exists; left untouched (not overwritten)"
+"""The reason of the StorageError a create-if-absent publish raises when the destination exists."""
+
+
+def _temporary_beside(dest: str) -> str:
     os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
     head, tail = os.path.split(dest)
-    tmp = os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
+    return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
+
+
+def _replace_atomically(dest: str, write: Callable[[str], object]) -> None:
+    """``write`` a hidden temporary file beside ``dest``, fsync it, rename it over ``dest``, fsync the folder."""
+    tmp = _temporary_beside(dest)
     try:
         write(tmp)
+        _fsync(tmp)
         os.replace(tmp, dest)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
+    _fsync_dir(os.path.dirname(os.path.abspath(dest)))
 
 
-def publish_file(src_path: str | os.PathLike[str], url: str) -> None:
+def _create_atomically(dest: str, write: Callable[[str], object]) -> None:
+    """Like :func:`_replace_atomically`, but ``dest`` must not exist: it is never overwritten.
+
+    The complete temporary file is hard-linked to ``dest`` (``link`` fails when
+    ``dest`` exists, atomically); on a filesystem without hard links an
+    exclusively created ``dest`` is renamed over instead (a reader may then see
+    it empty for a moment, never partly written).
+    """
+    tmp = _temporary_beside(dest)
+    try:
+        write(tmp)
+        _fsync(tmp)
+        try:
+            os.link(tmp, dest)
+        except FileExistsError:
+            raise StorageError(dest, ALREADY_EXISTS) from None
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            try:
+                os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            except FileExistsError:
+                raise StorageError(dest, ALREADY_EXISTS) from None
+            os.replace(tmp, dest)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+    _fsync_dir(os.path.dirname(os.path.abspath(dest)))
+
+
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
+"""``link`` errors meaning "this filesystem has no hard links here" (FAT, some network mounts)."""
+
+
+def _write_local(dest: str, write: Callable[[str], object], overwrite: bool) -> None:
+    (_replace_atomically if overwrite else _create_atomically)(dest, write)
+
+
+def _create_remote(fs: fsspec.AbstractFileSystem, path: str, url: str, put: Callable[[], object]) -> None:
+    """``put()`` with ``mode="create"``: S3 sends ``If-None-Match: *`` (refused when the key exists).
+
+    The existence check before it only spares an upload; the conditional PUT is the guarantee
+    (and the check is all a store without conditional writes has).
+    """
+    if fs.exists(path):
+        raise StorageError(url, ALREADY_EXISTS)
+    try:
+        put()
+    except FileExistsError:
+        raise StorageError(url, ALREADY_EXISTS) from None
+
+
+def publish_file(src_path: str | os.PathLike[str], url: str, *, overwrite: bool = True) -> None:
     """Copy the local file ``src_path`` to ``url`` atomically.
 
     Object stores: a single PUT or a completed multipart upload is atomic.
+    ``overwrite=False``: create only; StorageError (:data:`ALREADY_EXISTS`) when
+    ``url`` exists, which is then left untouched (a local hard link, an S3
+    conditional PUT ``If-None-Match: *``).
     """
     if not os.path.isfile(src_path):
         raise StorageError(os.fspath(src_path), "not found (nothing to publish)")
-    _on(
-        url,
-        lambda dest: _replace_atomically(dest, lambda tmp: shutil.copyfile(src_path, tmp)),
-        lambda fs, p: fs.put_file(os.fspath(src_path), p),
-    )
+    src = os.fspath(src_path)
+
+    def remote(fs: fsspec.AbstractFileSystem, p: str) -> None:
+        if overwrite:
+            fs.put_file(src, p)
+        else:
+            _create_remote(fs, p, url, lambda: fs.put_file(src, p, mode="create"))
+
+    _on(url, lambda dest: _write_local(dest, lambda tmp: shutil.copyfile(src, tmp), overwrite), remote)
 
 
-def write_bytes(url: str, data: bytes) -> None:
-    """Write ``data`` to ``url`` atomically."""
+def write_bytes(url: str, data: bytes, *, overwrite: bool = True) -> None:
+    """Write ``data`` to ``url`` atomically (``overwrite=False``: as :func:`publish_file`)."""
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as fh:
             fh.write(data)
 
-    _on(url, lambda dest: _replace_atomically(dest, write), lambda fs, p: fs.pipe_file(p, data))
+    def remote(fs: fsspec.AbstractFileSystem, p: str) -> None:
+        if overwrite:
+            fs.pipe_file(p, data)
+        else:
+            _create_remote(fs, p, url, lambda: fs.pipe_file(p, data, mode="create"))
+
+    _on(url, lambda dest: _write_local(dest, write, overwrite), remote)
 
 
 @contextlib.contextmanager
@@ -204,7 +296,28 @@ def fetched(url: str, suffix: str = "") -> Iterator[str]:
 
 
 def check_writable(url: str) -> None:
-    """Raise StorageError unless a small object can be written and removed under ``url``."""
+    """Raise StorageError unless a small object can be written and removed under ``url``.
+
+    Leaves nothing behind: local folders this check had to create are removed
+    again (only those, and only while empty), so a job refused later leaves no
+    empty folders.
+    """
     probe = join(url, f".recast-write-check-{uuid.uuid4().hex[:12]}")
-    write_bytes(probe, b"ok")
-    remove(probe)
+    created = _missing_folders(local_path(url)) if is_local(url) else []
+    try:
+        write_bytes(probe, b"ok")
+        remove(probe)
+    finally:
+        for folder in reversed(created):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+
+
+def _missing_folders(path: str) -> list[str]:
+    """The folders of ``path`` (itself included) that do not exist yet, outermost first."""
+    missing = []
+    folder = os.path.abspath(path)
+    while not os.path.lexists(folder) and os.path.dirname(folder) != folder:
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return missing[::-1]

@@ -121,7 +121,9 @@ def simulated_merge(
     audio_url: str,
     signing: Any,
     window: Any = None,
-    sha256: Any = None,
+    segment_sha256: Any = None,
+    *,
+    overwrite: bool = True,
 ) -> Any:
     """Publishes a stand-in output atomically: what the driver does around a merge, without the merge."""
     from cluster.fingerprints import stat_fingerprint
@@ -130,7 +132,7 @@ def simulated_merge(
     from pipeline.merge import MergeStats
 
     data = f"simulated output of {len(segment_urls)} segments\n".encode()
-    storage.write_bytes(output_url, data)
+    storage.write_bytes(output_url, data, overwrite=overwrite)
     return Published(MergeStats(info.frame_count, len(data), 0.0), "0" * 64, stat_fingerprint(output_url))
 
 

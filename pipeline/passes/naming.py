@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
+from pipeline.provenance.paths import render_url
 
 PASSES = ("matte", "face", "tracks")
 
@@ -15,13 +16,15 @@ def pass_url(
     """The URL of pass ``name`` of the shot written to ``output_url``.
 
     ``template`` (``output.pass_url``: ``{pass}``, ``{shot}``, ``{job_id}``, no extension)
-    or, by default, the output's own name with ``_<pass>`` added.  The extension follows
+    or, by default, the output's own name with ``_<pass>`` added.  A template is rendered by
+    :func:`pipeline.provenance.paths.render_url` (SpecError naming ``output.pass_url``).  The extension follows
     the pass: ``.mov`` for a video's matte and face, an ``.exr`` sequence with the output's
     padding for an image sequence's, ``.jsonl`` for tracks.
     """
     sequence = is_sequence_url(output_url)
     if template is not None:
-        stem = template.replace("{pass}", name).replace("{shot}", shot).replace("{job_id}", job_id)
+        values = {"pass": name, "shot": shot, "job_id": job_id}
+        stem = render_url(template, values, field="output.pass_url")
         padding = f".{'#' * parse_sequence_url(output_url).padding}" if sequence else ""
     elif sequence:
         pattern = parse_sequence_url(output_url)

@@ -45,12 +45,47 @@ def render_output_url(
     return storage.join(prefix, rendered)
 
 
+def render_url(template: str, values: Mapping[str, object], *, field: str) -> str:
+    """``template`` (a whole URL or path, e.g. ``output.url``) filled with ``values``.
+
+    The part before the folder of the first placeholder is the template's fixed
+    folder; what the placeholders render must stay under it (as
+    :func:`render_output_url`), and the fixed folder itself may not hold a
+    ``..`` segment or leave the bucket to a placeholder.  Only the values the
+    template uses are checked.  A relative template stays relative.  Raises
+    SpecError naming ``field`` (values: ``<field>.<name>``).
+    """
+    head = template.split("{", 1)[0]
+    cut = head.rfind("/") + 1
+    fixed, rest = template[:cut], template[cut:]
+    if ".." in fixed.rpartition("://")[2].split("/"):
+        raise SpecError(field, f"{template!r} has a '..' segment: give the folder itself")
+    _, sep, after = template.partition("://")
+    if sep and "{" in after.split("/", 1)[0]:
+        raise SpecError(field, f"{template!r}: the bucket or host must be fixed, not a placeholder")
+    used = _names(rest, field)
+    for name in used:
+        if name in values:
+            _check_value(f"{field}.{name}", values[name])
+    rendered = _format(rest, {k: v for k, v in values.items() if k in used}, field)
+    _check_relative(rendered, field)
+    return fixed + rendered
+
+
+def _names(template: str, field: str) -> set[str]:
+    try:
+        return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        raise SpecError(field, f"bad template {template!r}: {exc}") from exc
+
+
 def _check_value(field: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise SpecError(field, f"must be a name or an integer, not {type(value).__name__}")
     if isinstance(value, int):
         return
-    if not _SAFE_VALUE.match(value) or ".." in value:
+    # No separators and no leading dot: a value can never make a "..", "." or empty segment.
+    if not _SAFE_VALUE.match(value):
         raise SpecError(
             field,
             f"{value!r} is not a plain name (letters, digits, '_', '-', '.', space; "

@@ -223,6 +223,49 @@ def test_missing_identity_image(media, dest, tmp_path, capsys, no_ray) -> None:
     assert_untouched(dest, before)
 
 
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) + ("/" if p.is_dir() else "") for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda s, m, new: s["output"].update(work_url="/proc/recast-test/{job_id}"), ["/proc/recast-test"]),
+        (lambda s, m, new: s["output"].update(url=f"{new}/deliveries/../../escaped/{{shot}}.mp4"), ["output.url", "'..'"]),
+        (lambda s, m, new: s["shots"][0].update(output=m["plate"]), ["shots[0].output", "would replace", "plate.mp4"]),
+        (lambda s, m, new: s["shots"].append({"name": "b", "url": m["plate"], "output": f"{new}/deliveries/./plate.mp4"}), ["same file"]),
+        (lambda s, m, new: s["shots"].append({"name": "b", "url": f"{new}/missing.mp4"}), ["missing.mp4", "not found"]),
+    ],
+)  # fmt: skip
+def test_a_refused_job_leaves_no_folders(media, tmp_path, capsys, edit, words, no_ray) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    new = root / "new"  # neither the outputs' folder nor the work area exists yet
+    spec = job_spec(media, str(new / "deliveries"), "refused")
+    spec["output"].update(if_exists="overwrite", work_url=str(new / "work" / "{job_id}"))
+    edit(spec, media, new)
+    before = _tree(root)
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    for word in words:
+        assert word in err, err
+    assert not ray.is_initialized()
+    assert _tree(root) == before, "the refused job left folders behind"
+
+
+def test_an_output_onto_its_own_source_is_refused(media, tmp_path, capsys, no_ray) -> None:
+    plate = tmp_path / "plate.mp4"
+    shutil.copyfile(media["plate"], plate)
+    fingerprint = stat_fingerprint(str(plate))
+    spec = job_spec({**media, "plate": str(plate)}, str(tmp_path), "onto-source")
+    spec["output"]["if_exists"] = "overwrite"
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "output.url" in err and "would replace shot plate's source" in err and str(plate) in err, err
+    assert stat_fingerprint(str(plate)) == fingerprint
+    assert not tmp_files(str(tmp_path))
+
+
 # -- unreachable and access-denied stores (own processes: S3 settings come from the environment) --
 
 
@@ -317,6 +360,30 @@ def test_source_image_without_face(media, dest, tmp_path, capsys, ray_local) -> 
     err = capsys.readouterr().err
     assert "noface.png" in err and "face" in err, err
     assert_untouched(dest, before)
+
+
+@pytest.mark.ray
+def test_an_output_that_appears_during_the_job_is_not_overwritten(media, dest, tmp_path, ray_local) -> None:
+    """``if_exists: fail`` holds at publish too: the output checked absent before Ray is
+    created by someone else while the job renders; the shot fails and their file stays."""
+    from cluster.driver import JobRunner
+    from cluster.spec import parse_spec
+
+    spec = job_spec(media, str(dest), "appears")
+    spec["output"]["passes"] = ["matte"]
+    runner = JobRunner(parse_spec(spec), resume=False)
+    prepared = runner.prepare()  # the checks before Ray: plate.mp4 is not there
+    assert [p.ref.name for p in prepared.planned] == ["plate"]
+    (dest / "plate.mp4").write_bytes(KEEP)  # another job, an editor, a second submit of this spec
+    summary = runner.run()
+    assert not summary.ok
+    (shot,) = summary.shots
+    assert shot.status == "failed", summary.table()
+    assert "plate.mp4" in str(shot.error) and "left untouched, not overwritten" in str(shot.error), shot.error
+    assert "if_exists: fail" in str(shot.error)
+    assert (dest / "plate.mp4").read_bytes() == KEEP
+    assert not (dest / "plate_matte.mov").exists()  # the set is not half-published either
+    assert not tmp_files(str(dest))
 
 
 @pytest.fixture()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.errors import SpecError
-from pipeline.provenance.paths import render_output_url
+from pipeline.provenance.paths import render_output_url, render_url
 
 PREFIX = "s3://studio-renders/nightfall/job-7"
 
@@ -65,3 +65,63 @@ def test_bad_prefix_and_values() -> None:
         render_output_url("{shot}.mp4", "s3://b/../x", {"shot": "a"})
     with pytest.raises(SpecError, match="must be a name or an integer"):
         render_output_url("{shot}.mp4", PREFIX, {"shot": ["a"]})
+
+
+# -- render_url: whole templates (output.url, output.pass_url, output.work_url) ------------------
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "s3://deliveries/ep101/{shot}.mov",
+        "s3://deliveries/{job_id}/{shot}/{shot}_recast.####.{ext}",
+        "/mnt/out/{shot}/{shot}_recast.%04d.{ext}",
+        "/mnt/out/sc_{shot}_v1.mp4",
+        "/mnt/out/fixed.mp4",
+        "/mnt//out/./{shot}.mp4",
+        "file:///mnt/out/{shot}.mp4",
+        "out/{shot}.mp4",
+        "{shot}.mp4",
+        "/mnt/work/{job_id}",
+        "s3://work-bucket",
+        "s3://work-bucket/{job_id}",
+    ],
+)
+def test_render_url_gives_the_urls_plain_substitution_gave(template: str) -> None:
+    values = {"shot": "sc010", "job_id": "ep101-faces", "ext": "exr"}
+    expected = template
+    for name, value in values.items():
+        expected = expected.replace("{" + name + "}", value)
+    assert render_url(template, values, field="output.url") == expected
+
+
+@pytest.mark.parametrize(
+    ("template", "values", "field", "words"),
+    [
+        ("/mnt/out/../etc/{shot}.mp4", {}, "output.url", "'..' segment"),
+        ("/mnt/out/../x.mp4", {}, "output.url", "'..' segment"),
+        ("s3://b/ep101/../other/{shot}.mov", {}, "output.url", "'..' segment"),
+        ("/mnt/out/{shot}/../../x.mp4", {}, "output.url", "'..'"),
+        ("/mnt/out/{shot}.mp4", {"shot": "../../etc/x"}, "output.url.shot", "plain name"),
+        ("/mnt/out/{shot}.mp4", {"shot": "a/b"}, "output.url.shot", "plain name"),
+        ("/mnt/out/{shot}.mp4", {"shot": ".."}, "output.url.shot", "plain name"),
+        ("/mnt/out/x.{ext}", {"ext": "v2/../../x"}, "output.url.ext", "plain name"),
+        ("s3://{shot}/x.mov", {}, "output.url", "bucket"),
+        ("s3://b-{shot}", {}, "output.url", "bucket"),
+        ("/mnt/work/../../{job_id}", {"job_id": "j"}, "output.work_url", "'..' segment"),
+    ],
+)
+def test_render_url_refuses_escapes(template: str, values: dict, field: str, words: str) -> None:
+    base = "output.work_url" if "work" in field else "output.url"
+    with pytest.raises(SpecError, match=words) as err:
+        render_url(template, {"shot": "sc010", **values}, field=base)
+    assert err.value.field == field
+
+
+def test_render_url_checks_only_the_values_it_uses() -> None:
+    # A pattern shot named after an odd file still gets a fixed output name.
+    assert render_url("/mnt/out/fixed.mp4", {"shot": ".odd"}, field="output.url") == "/mnt/out/fixed.mp4"
+    # Dots inside a name are no segment of their own.
+    assert (
+        render_url("/mnt/out/{shot}.mp4", {"shot": "sc01..v2"}, field="output.url") == "/mnt/out/sc01..v2.mp4"
+    )
