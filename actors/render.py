@@ -46,6 +46,7 @@ from pipeline.encode import EncoderChoice, EncodeSettings, choose_encoder
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource
 from pipeline.faces.types import Face, FaceTask
+from pipeline.limits import InputLimits
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.probe import VideoInfo
 from pipeline.provenance.watermark import WatermarkConfig
@@ -83,6 +84,7 @@ class RenderConfig(Frozen):
     """Compositing passes to write with each chunk (``output.passes``)."""
     qc: QcConfig | None = None
     """QC measures taken while rendering (None or disabled: none)."""
+    limits: InputLimits = InputLimits()  # identity pictures' file size and pixels (the spec's)
 
 
 class RenderWorker:
@@ -138,7 +140,7 @@ class RenderWorker:
 
     def identity(self, name: str) -> Any:
         """The loaded identity ``name`` (loaded on first use, then cached)."""
-        from pipeline.faces.identity import load_identity
+        from pipeline.faces.identity import load_identity, prepared_for
 
         if name not in self.identities:
             source = self.config.identities[name]
@@ -150,9 +152,9 @@ class RenderWorker:
                         f"model pack {self.config.pack_url} has no LoRA slots (swapper contract.lora)",
                     )
                 adapter = self.adapters.get(source.adapter.url, source.adapter.sha256)
-            self.identities[name] = load_identity(
-                name, list(source.images), self.models, face_index=source.face_index, adapter=adapter
-            )
+            images, index, limits = list(source.images), source.face_index, self.config.limits
+            one = load_identity(name, images, self.models, face_index=index, adapter=adapter, limits=limits)
+            self.identities[name] = prepared_for(one, self.models.swapper)  # the pictures are dropped
         return self.identities[name]
 
     def _ready(self) -> None:
