@@ -63,10 +63,11 @@ def prepare_in_pack(pack_url: str, role: str, rank: int, pattern: str) -> dict[s
 
     from pipeline import storage
     from pipeline.errors import ModelPackError
+    from pipeline.limits import MANIFEST_MAX_BYTES, ONNX_MAX_BYTES
     from pipeline.lora.prepare import prepare_model, sha256_bytes
 
     manifest_url = storage.join(pack_url, "manifest.json")
-    manifest = json.loads(storage.read_bytes(manifest_url))
+    manifest = json.loads(storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES))
     entries = [e for e in manifest.get("models", []) if e.get("role") == role]
     if len(entries) != 1 or not entries[0].get("file"):
         raise ModelPackError(manifest_url, f"needs exactly one {role} entry with a file")
@@ -74,7 +75,7 @@ def prepare_in_pack(pack_url: str, role: str, rank: int, pattern: str) -> dict[s
     if "lora" in entry.get("contract", {}):
         raise ModelPackError(f"{manifest_url} {entry['file']}", "already has LoRA slots (contract.lora)")
     src_url = storage.join(pack_url, entry["file"])
-    data = storage.read_bytes(src_url)
+    data = storage.read_bytes(src_url, max_bytes=ONNX_MAX_BYTES)
     if sha256_bytes(data) != entry.get("sha256"):
         raise ModelPackError(src_url, f"checksum mismatch with the manifest ({entry.get('sha256')})")
     prepared, slots = prepare_model(

@@ -27,6 +27,10 @@ MANIFEST_MAX_BYTES = MIB
 """A model pack's ``manifest.json``."""
 MODEL_FILE_MAX_BYTES = 8 << 30
 """A model file whose manifest entry gives no ``size``."""
+ONNX_MAX_BYTES = 2 << 30
+"""An ONNX model read whole into memory (protobuf's own 2 GiB ceiling)."""
+PEM_MAX_BYTES = MIB
+"""A key, a certificate chain or a trust-anchor file."""
 
 CHUNK_MIN_SECONDS, CHUNK_MAX_SECONDS = 10.0, 30.0
 MIN_CHUNK_ENV = "RECAST_MIN_CHUNK_SECONDS"

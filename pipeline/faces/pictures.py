@@ -24,7 +24,10 @@ NOT_AN_IMAGE = "not a readable image (JPEG, PNG, TIFF, WebP ...)"
 
 
 def header_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from the picture's header, without decoding; None if Pillow cannot tell."""
+    """(width, height) from the picture's header, without decoding; None if Pillow cannot tell.
+
+    Raises ``PIL.Image.DecompressionBombError`` above Pillow's own ceiling (about 179 MP),
+    which is above the highest ``limits.max_image_pixels`` allowed."""
     from PIL import Image
 
     try:
@@ -33,7 +36,7 @@ def header_size(data: bytes) -> tuple[int, int] | None:
             with Image.open(io.BytesIO(data)) as image:
                 return int(image.width), int(image.height)
     except Image.DecompressionBombError:
-        return None  # Pillow's own ceiling (about 179 MP): far over ours, the decode check refuses it
+        raise
     except Exception:  # noqa: BLE001 - any format Pillow cannot parse: OpenCV may still decode it
         return None
 
@@ -52,7 +55,14 @@ def decode_picture(url: str, data: bytes, limits: InputLimits | None = None) -> 
     limits = limits or InputLimits()
     if not data:
         raise StorageError(url, f"{NOT_AN_IMAGE}: empty file")
-    declared = header_size(data)
+    from PIL import Image
+
+    try:
+        declared = header_size(data)
+    except Image.DecompressionBombError as exc:
+        raise InputRefused(
+            url, f"{exc}; more than limits.max_image_pixels {limits.max_image_pixels:,}"
+        ) from None
     if declared is not None:
         _too_many(url, *declared, limits)
     image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
