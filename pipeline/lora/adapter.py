@@ -239,7 +239,11 @@ class AdapterCache:
         try:
             data = storage.read_bytes(url, max_bytes=self.max_bytes)
         except InputRefused as exc:
-            raise ModelPackError(url, f"adapter {exc.reason} (the cache bound)") from None
+            if exc.reason.startswith("larger than"):  # reading stopped one byte past the bound
+                raise ModelPackError(
+                    url, f"adapter is more than the cache bound {self.max_bytes} bytes"
+                ) from None
+            raise
         actual = hashlib.sha256(data).hexdigest()
         if actual != sha256:
             raise ModelPackError(url, f"adapter checksum mismatch: expected sha256 {sha256}, got {actual}")

@@ -32,7 +32,10 @@ def png_header_only(path: Path, width: int, height: int) -> None:
 
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     path.write_bytes(
-        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+        + chunk(b"IEND", b"")
     )
 
 
@@ -79,7 +82,9 @@ def test_prepared_identity_drops_the_picture_and_renders_the_same(default_models
     lean = prepared_for(full, default_models.swapper)
     assert full.source_rgb.shape == (512, 512, 3)
     assert lean.source_rgb.size == 0  # the whole picture is gone ...
-    assert isinstance(lean.prepared, np.ndarray) and lean.prepared.shape[0] == default_models.swapper.crop_size
+    assert (
+        isinstance(lean.prepared, np.ndarray) and lean.prepared.shape[0] == default_models.swapper.crop_size
+    )
     np.testing.assert_array_equal(lean.embedding, full.embedding)
     # ... and renders are byte-identical to those made from the full picture.
     frame = cv2.flip(astronaut(), 1)
