@@ -64,6 +64,8 @@ def _translate(url: str, exc: BaseException) -> StorageError:
         return exc
     if isinstance(exc, FileNotFoundError):
         return StorageError(url, "not found")
+    if isinstance(exc, NotADirectoryError):
+        return StorageError(url, "not found (a part of the path is a file, not a folder)")
     if isinstance(exc, PermissionError):
         return StorageError(url, "permission denied")
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:

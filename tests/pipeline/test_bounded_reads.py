@@ -16,7 +16,7 @@ import fsspec
 import pytest
 
 from pipeline import storage
-from pipeline.errors import InputRefused
+from pipeline.errors import InputRefused, StorageError
 from pipeline.limits import MIB, InputLimits, min_chunk_seconds
 
 
@@ -105,3 +105,11 @@ def test_chunk_floor_comes_from_the_environment_only(monkeypatch: pytest.MonkeyP
         monkeypatch.setenv("RECAST_MIN_CHUNK_SECONDS", bad)
         with pytest.raises(ValueError, match="RECAST_MIN_CHUNK_SECONDS"):
             min_chunk_seconds()
+
+
+def test_a_path_through_a_file_reads_as_not_found(tmp_path: Path) -> None:
+    (tmp_path / "pack").write_bytes(b"a file where a folder belongs")
+    for url in ("/dev/zero/manifest.json", str(tmp_path / "pack" / "manifest.json")):
+        with pytest.raises(StorageError) as err:
+            storage.read_bytes(url, max_bytes=MIB)
+        assert err.value.url == url and err.value.reason.startswith("not found"), str(err.value)
