@@ -6,8 +6,7 @@ the identities of the job (loaded once, cached by name).  The driver calls:
 * ``info()`` first: providers actually used, warnings, the pack; it re-raises
   any error from set-up (bad pack, source image without a face) so that the
   driver reports it by name instead of as a dead actor;
-* ``analyze_chunk(shot_url, info, chunk)`` -> :class:`ChunkAnalysis`
-  (faces with embeddings per frame; small);
+* ``analyze_chunk(shot_url, info, chunk)`` -> :class:`ChunkAnalysis` (faces with embeddings; small);
 * ``render_chunk(shot_url, info, chunk, tasks_per_frame, encoder, segment_url, faces)``
   -> :class:`SegmentResult`: stream-decodes the range, renders, encodes one
   segment and uploads it to the job's work area;
@@ -17,8 +16,7 @@ the identities of the job (loaded once, cached by name).  The driver calls:
 Chunk methods run decode, inference and encode overlapped (:func:`pipeline.stages.run_stages`):
 memory is a few batches of frames, whatever the length of the shot.
 
-:class:`RenderWorker` is the plain class (usable in-process, e.g. by
-benchmarks); :data:`RenderActor` is the same class as a Ray actor.
+:class:`RenderWorker` is the plain class (in-process, e.g. benchmarks); :data:`RenderActor`, as a Ray actor.
 """
 
 from __future__ import annotations
@@ -48,6 +46,7 @@ from pipeline.encode import EncoderChoice, EncodeSettings, choose_encoder
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource
 from pipeline.faces.types import Face, FaceTask
+from pipeline.limits import InputLimits
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.probe import VideoInfo
 from pipeline.provenance.watermark import WatermarkConfig
@@ -85,6 +84,7 @@ class RenderConfig(Frozen):
     """Compositing passes to write with each chunk (``output.passes``)."""
     qc: QcConfig | None = None
     """QC measures taken while rendering (None or disabled: none)."""
+    limits: InputLimits = InputLimits()  # identity pictures' file size and pixels (the spec's)
 
 
 class RenderWorker(PictureEmbeddings):
@@ -141,7 +141,7 @@ class RenderWorker(PictureEmbeddings):
 
     def identity(self, name: str) -> Any:
         """The loaded identity ``name`` (loaded on first use, then cached)."""
-        from pipeline.faces.identity import load_identity
+        from pipeline.faces.identity import load_identity, prepared_for
 
         if name not in self.identities:
             source = self.config.identities[name]
@@ -153,9 +153,9 @@ class RenderWorker(PictureEmbeddings):
                         f"model pack {self.config.pack_url} has no LoRA slots (swapper contract.lora)",
                     )
                 adapter = self.adapters.get(source.adapter.url, source.adapter.sha256)
-            self.identities[name] = load_identity(
-                name, list(source.images), self.models, face_index=source.face_index, adapter=adapter
-            )
+            images, index, limits = list(source.images), source.face_index, self.config.limits
+            one = load_identity(name, images, self.models, face_index=index, adapter=adapter, limits=limits)
+            self.identities[name] = prepared_for(one, self.models.swapper)  # the pictures are dropped
         return self.identities[name]
 
     def _ready(self) -> None:

@@ -29,7 +29,8 @@ from cluster.trust import Authorisation
 from cluster.windows import ShotWindow, render_chunks, shot_window
 from pipeline import storage
 from pipeline.chunking import Chunk, ChunkPlan, plan_chunks
-from pipeline.errors import SpecError
+from pipeline.errors import RecastError, SpecError
+from pipeline.limits import MANIFEST_MAX_BYTES, InputLimits
 from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
 from pipeline.probe import VideoInfo, probe
 
@@ -134,6 +135,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
             )
     pack_hash = load_pack(spec.models.pack, cache_dir=spec.models.cache_dir).hash
     verify_identity_adapters(spec)
+    check_identity_pictures(spec)
     keys = JobKeys(spec, pack_hash, identities_digest(spec))
     skipped = [s for s in shots if spec.output.if_exists == "skip" and output_exists(s.output_url)]
     candidates = [s for s in shots if s not in skipped]
@@ -195,7 +197,7 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
 def probe_shots(spec: JobSpec, shots: list[ShotRef]) -> list[ProbedShot]:
     """Probe and plan every shot up front: a bad input fails the job before any rendering."""
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe") as pool:
-        infos = list(pool.map(lambda s: probe_shot(s, settings_of(spec, s)), shots))
+        infos = list(pool.map(lambda s: probe_shot(s, settings_of(spec, s), spec.limits), shots))
     return [probed_shot(spec, shot, info) for shot, info in zip(shots, infos, strict=True)]
 
 
@@ -223,18 +225,19 @@ def planned_shot(keys: JobKeys, probed: ProbedShot, fingerprint: Fingerprint) ->
     )
 
 
-def probe_shot(shot: ShotRef, settings: ShotSettings) -> VideoInfo:
-    """A video's demux probe, or an image sequence's listing and headers (with its colour settings)."""
+def probe_shot(shot: ShotRef, settings: ShotSettings, limits: InputLimits | None = None) -> VideoInfo:
+    """A video's demux probe, or an image sequence's listing and headers (with its colour settings);
+    frames larger than ``limits`` (the spec's ``limits:``) are refused from their headers."""
     if not shot.is_sequence:
         if settings.fps is not None:
             raise SpecError(f"{settings.field}.fps", "applies to image sequences; a video's rate is its own")
-        return probe(shot.url)
+        return probe(shot.url, limits=limits)
     from pipeline.plates.probe import probe_sequence
     from pipeline.plates.types import ColourRequest
 
     colour = settings.colour
     request = ColourRequest(config=colour.config, plate_space=colour.plate, model_space=colour.model)
-    return probe_sequence(shot.url, fps=settings.fps, colour=request)
+    return probe_sequence(shot.url, fps=settings.fps, colour=request, limits=limits)
 
 
 def plan_shot_chunks(spec: JobSpec, info: VideoInfo, window: ShotWindow | None = None) -> ChunkPlan:
@@ -249,6 +252,19 @@ def plan_shot_chunks(spec: JobSpec, info: VideoInfo, window: ShotWindow | None =
         start=start,
         end=end,
     )
+
+
+def check_identity_pictures(spec: JobSpec) -> None:
+    """Read and decode every identity picture (within ``limits``) here, before Ray: a text file
+    named ``.jpg``, a FIFO or a 100-megapixel picture is refused naming ``identities.<name>.images[i]``."""
+    from pipeline.faces.pictures import load_picture
+
+    for name, ident in spec.identities.items():
+        for i, url in enumerate(ident.images):
+            try:
+                load_picture(url, spec.limits)
+            except RecastError as exc:
+                raise SpecError(f"identities.{name}.images[{i}]", str(exc)) from exc
 
 
 def verify_identity_adapters(spec: JobSpec) -> None:
@@ -266,7 +282,8 @@ def verify_identity_adapters(spec: JobSpec) -> None:
     if spec.models.pack.startswith("builtin:"):
         raise SpecError(first, f"the embedded pack {spec.models.pack} has no LoRA slots")
     manifest_url = storage.join(spec.models.pack, MANIFEST)
-    slots = pack_lora_slots(parse_manifest(storage.read_bytes(manifest_url), manifest_url), spec.models.pack)
+    data = storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES)
+    slots = pack_lora_slots(parse_manifest(data, manifest_url), spec.models.pack)
     if slots is None:
         raise SpecError(first, f"model pack {spec.models.pack} has no LoRA slots (swapper contract.lora)")
     for adapter in wanted.values():

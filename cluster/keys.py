@@ -69,7 +69,8 @@ def identities_digest(spec: JobSpec) -> str:
         images = []
         for i, url in enumerate(ident.images):
             try:
-                images.append(hashlib.sha256(storage.read_bytes(url)).hexdigest())
+                data = storage.read_bytes(url, max_bytes=spec.limits.max_image_bytes)
+                images.append(hashlib.sha256(data).hexdigest())
             except RecastError as exc:
                 raise SpecError(f"identities.{name}.images[{i}]", f"cannot read {url}: {exc}") from exc
         parts[name] = {

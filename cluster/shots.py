@@ -79,16 +79,23 @@ def _shot_name(url: str) -> str:
 def expand_shots(spec: JobSpec) -> list[ShotRef]:
     """Concrete shots of the job: patterns expanded (sorted), names unique, output URLs filled in."""
     pairs: list[tuple[str, str, str | None, ShotSettings]] = []
+    max_shots = spec.limits.max_shots
     for i, shot in enumerate(spec.shots):
         settings = shot_settings(spec, i, shot)
         if shot.url is not None:
             pairs.append((shot.name or _shot_name(shot.url), shot.url, shot.output, settings))
-            continue
-        assert shot.pattern is not None
-        matches = _glob(shot.pattern, f"shots[{i}].pattern")
-        if not matches:
-            raise SpecError(f"shots[{i}].pattern", f"{shot.pattern} matches no files")
-        pairs.extend((_shot_name(url), url, None, settings) for url in matches)
+        else:
+            assert shot.pattern is not None
+            field = f"shots[{i}].pattern"
+            matches = _glob(shot.pattern, field, max_shots - len(pairs))
+            if not matches:
+                raise SpecError(field, f"{shot.pattern} matches no files")
+            pairs.extend((_shot_name(url), url, None, settings) for url in matches)
+        if len(pairs) > max_shots:
+            raise SpecError(
+                field if shot.url is None else "shots",
+                f"the job has more than {max_shots:,} shots (limits.max_shots); split it into several jobs",
+            )
     name_counts = Counter(p[0] for p in pairs)
     duplicates = sorted(n for n, count in name_counts.items() if count > 1)
     if duplicates:
@@ -165,12 +172,15 @@ def work_url_for(spec: JobSpec, shots: list[ShotRef]) -> str:
     return storage.join(parent, ".recast-work", spec.job_id)
 
 
-def _glob(pattern: str, field: str) -> list[str]:
+def _glob(pattern: str, field: str, room: int) -> list[str]:
+    """The URLs ``pattern`` matches, sorted; a local glob stops after ``room + 1`` matches (one more than
+    the job has room for is enough to refuse it).  An object store's glob lists what it lists."""
     try:
         if storage.is_local(pattern):
             import glob
+            import itertools
 
-            return sorted(glob.glob(storage.local_path(pattern)))
+            return sorted(itertools.islice(glob.iglob(storage.local_path(pattern)), max(0, room) + 1))
         fs, path = storage.filesystem(pattern)
         protocol = pattern.split("://", 1)[0]
         return sorted(f"{protocol}://{p}" for p in fs.glob(path))

@@ -1,8 +1,7 @@
 """The job spec: one YAML file describing every shot, identity and setting of a render job.
 
-Validated once, up front, into frozen models; any problem is a ``SpecError``
-whose field is the dotted path of the offending value (``shots[1].url``,
-``output.codec``...), and unknown keys are rejected.  Example::
+Validated once, up front, into frozen models; any problem is a ``SpecError`` whose field is the
+dotted path of the offending value (``shots[1].url``...); unknown keys are rejected.  Example::
 
     job_id: ep101-faces
     shots:
@@ -23,9 +22,8 @@ whose field is the dotted path of the offending value (``shots[1].url``,
     chunking: {seconds: 20}
     resources: {gpus_per_actor: 1, max_actors: 8}
 
-Relative local paths are resolved against the folder of the spec file.  On a
-cluster (``ray job submit --working-dir``) the job runs in a copy of that
-folder: give outputs as absolute paths or object-store URLs there.
+Relative local paths are resolved against the spec file's folder.  On a cluster (``ray job
+submit --working-dir``) the job runs in a copy of it: give outputs as absolute paths or URLs.
 """
 
 from __future__ import annotations
@@ -42,9 +40,10 @@ from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, check_media_url, ov
 from pipeline import storage, yamlload
 from pipeline.configbase import Frozen
 from pipeline.encode import EncodeSettings
-from pipeline.errors import SpecError
+from pipeline.errors import InputRefused, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
-from pipeline.models.runtime.settings import ExecutionConfig
+from pipeline.limits import CHUNK_MAX_SECONDS, SPEC_MAX_BYTES, InputLimits, min_chunk_seconds
+from pipeline.models.runtime.settings import ExecutionConfig, recast_cache_root
 from pipeline.plates.sequence import is_sequence_url
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
 from pipeline.provenance.redact import find_url_credentials, redact_text
@@ -58,6 +57,22 @@ class ModelsSpec(Frozen):
     pack: str = "builtin:default"
     execution: ExecutionConfig = ExecutionConfig()
     cache_dir: str | None = None
+    """A local folder under the cache root (``$RECAST_CACHE_DIR`` or ``~/.cache/recast``)."""
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _under_cache_root(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not storage.is_local(value):
+            raise ValueError(f"must be a local folder, got {value!r}")
+        root = os.path.realpath(recast_cache_root())
+        real = os.path.realpath(os.path.expanduser(storage.local_path(value)))
+        if os.path.commonpath([root, real]) != root:
+            raise ValueError(
+                f"{value!r} is outside the cache root {root} (set RECAST_CACHE_DIR on the cluster to move it)"
+            )
+        return value
 
 
 class OutputSpec(Frozen):
@@ -144,12 +159,21 @@ class OutputSpec(Frozen):
 
 
 class ChunkingSpec(Frozen):
-    """Chunk length in seconds.  ``min_seconds`` is an advanced knob (tests use tiny chunks)."""
+    """Chunk length in seconds, 10-30.  ``min_seconds``/``max_seconds`` may narrow that range, never
+    widen it; a cluster (or a test suite, for tiny chunks) lowers the floor with ``RECAST_MIN_CHUNK_SECONDS``."""
 
     seconds: float = 20.0
     min_seconds: float = Field(default=10.0, ge=1.0)
-    max_seconds: float = 30.0
+    max_seconds: float = Field(default=CHUNK_MAX_SECONDS, le=CHUNK_MAX_SECONDS)
     snap_to_keyframes: bool = True
+
+    @field_validator("min_seconds")
+    @classmethod
+    def _floor(cls, value: float) -> float:
+        floor = min_chunk_seconds()
+        if value < floor:
+            raise ValueError(f"must be at least {floor:g} s (the cluster's floor), got {value:g}")
+        return value
 
     @model_validator(mode="after")
     def _in_range(self) -> ChunkingSpec:
@@ -248,6 +272,8 @@ class JobSpec(Frozen):
     """Colour management of image-sequence plates (each shot may override it)."""
     qc: QcConfig = QcConfig()
     """What is flagged for review and which flags fail a shot."""
+    limits: InputLimits = InputLimits()
+    """Largest source frames, identity pictures and shot count (:mod:`pipeline.limits`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -355,8 +381,11 @@ def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
 
 
 def load_spec(path_or_url: str) -> JobSpec:
-    """Read and validate a YAML job spec from a local path or URL."""
-    raw = storage.read_bytes(path_or_url)
+    """Read and validate a YAML job spec (at most 1 MiB, a regular file) from a local path or URL."""
+    try:
+        raw = storage.read_bytes(path_or_url, max_bytes=SPEC_MAX_BYTES)
+    except InputRefused as exc:
+        raise SpecError(path_or_url, f"not a usable job spec: {exc.reason}") from None
     try:
         data = yamlload.load(raw)
     except yamlload.ImpossibleDateError as exc:

@@ -66,10 +66,11 @@ def prepare_in_pack(
     and what the unchanged-output check measured."""
     from pipeline import storage
     from pipeline.errors import ModelPackError
+    from pipeline.limits import MANIFEST_MAX_BYTES, ONNX_MAX_BYTES
     from pipeline.lora.prepare import sha256_bytes
 
     manifest_url = storage.join(pack_url, "manifest.json")
-    manifest = json.loads(storage.read_bytes(manifest_url))
+    manifest = json.loads(storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES))
     entries = [e for e in manifest.get("models", []) if e.get("role") == role]
     if len(entries) != 1 or not entries[0].get("file"):
         raise ModelPackError(manifest_url, f"needs exactly one {role} entry with a file")
@@ -77,7 +78,7 @@ def prepare_in_pack(
     if "lora" in entry.get("contract", {}):
         raise ModelPackError(f"{manifest_url} {entry['file']}", "already has LoRA slots (contract.lora)")
     src_url = storage.join(pack_url, entry["file"])
-    data = storage.read_bytes(src_url)
+    data = storage.read_bytes(src_url, max_bytes=ONNX_MAX_BYTES)
     if sha256_bytes(data) != entry.get("sha256"):
         raise ModelPackError(src_url, f"checksum mismatch with the manifest ({entry.get('sha256')})")
     out, slots, report = prepare_bytes(data, src_url, rank, pattern)

@@ -32,10 +32,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pipeline import storage
     from pipeline.errors import RecastError
+    from pipeline.limits import PEM_MAX_BYTES
     from pipeline.provenance.credentials import verify_video
 
     try:
-        anchors = storage.read_bytes(args.trust_anchors).decode() if args.trust_anchors else None
+        anchors = (
+            storage.read_bytes(args.trust_anchors, max_bytes=PEM_MAX_BYTES).decode()
+            if args.trust_anchors
+            else None
+        )
         with storage.fetched(args.video, suffix=PurePosixPath(args.video).suffix) as local:
             result = verify_video(local, anchors)
     except RecastError as exc:

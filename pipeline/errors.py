@@ -32,6 +32,11 @@ class StorageError(_TwoPartError):
         self.reason = reason
 
 
+class InputRefused(StorageError):
+    """A URL refused by its type or size before (or instead of) reading it all: a FIFO,
+    a device or a folder where a file belongs, or a file larger than its limit."""
+
+
 class MediaError(_TwoPartError):
     """A media file cannot be probed, decoded or encoded as asked."""
 

@@ -23,6 +23,7 @@ import av.container
 from pipeline import storage
 from pipeline.colour import MATRICES, PRIMARIES, RANGES, TRANSFERS, name_of
 from pipeline.errors import MediaError, StorageError
+from pipeline.limits import InputLimits
 from pipeline.plates.types import SequenceInfo
 
 log = logging.getLogger(__name__)
@@ -108,8 +109,7 @@ def open_container(url: str) -> Iterator[av.container.InputContainer]:
         path = storage.local_path(url)
         if not os.path.exists(path):
             raise StorageError(url, "not found")
-        if os.path.isdir(path):
-            raise StorageError(url, "is a directory, expected a media file")
+        storage.check_regular(url)  # a folder, FIFO or device is refused before anything opens it
         if not os.access(path, os.R_OK):
             raise StorageError(url, "permission denied")
         if os.path.getsize(path) == 0:
@@ -183,17 +183,21 @@ def _packet_end(packets: list[tuple[int, int | None]]) -> int:
     return max(p + (d or 0) for p, d in packets)
 
 
-def probe(url: str, *, allow_truncated: bool = False) -> VideoInfo:
+def probe(url: str, *, allow_truncated: bool = False, limits: InputLimits | None = None) -> VideoInfo:
     """Describe the source at ``url`` with one demux pass.
 
     Raises StorageError (missing, unreadable) or MediaError (empty, not media,
     no video stream, unsupported codec, truncated) naming ``url``.  A truncated
     source (fewer packets than its header declares) fails unless
-    ``allow_truncated``, and the message says how many frames are readable.
+    ``allow_truncated``, and the message says how many frames are readable.  Frames larger
+    than ``limits`` (default :class:`InputLimits`) are refused from the header, before the demux pass.
     """
     with open_container(url) as container:
         stream = video_stream(url, container)
         ctx = stream.codec_context
+        too_large = (limits or InputLimits()).frame_problem(int(ctx.width), int(ctx.height))
+        if too_large:
+            raise MediaError(url, too_large)
         if stream.time_base is None:
             raise MediaError(url, "video stream has no time base")
         declared = int(stream.frames or 0)

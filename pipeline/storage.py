@@ -19,16 +19,16 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import IO
 
 import fsspec
 from fsspec.core import url_to_fs
 
-from pipeline.errors import StorageError
+from pipeline.errors import InputRefused, StorageError
 
 READ_BLOCK_BYTES = 16 * 1024 * 1024
 """Block size of the read cache for remote files: demuxers read mostly sequentially
@@ -66,6 +66,8 @@ def _translate(url: str, exc: BaseException) -> StorageError:
         return exc
     if isinstance(exc, FileNotFoundError):
         return StorageError(url, "not found")
+    if isinstance(exc, NotADirectoryError):
+        return StorageError(url, "not found (a part of the path is a file, not a folder)")
     if isinstance(exc, PermissionError):
         return StorageError(url, "permission denied")
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
@@ -73,14 +75,60 @@ def _translate(url: str, exc: BaseException) -> StorageError:
     return StorageError(url, f"{type(exc).__name__}: {exc}")
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def file_kind(path: str) -> str | None:
+    """What the local ``path`` is when it is not a regular file (None: a regular file).
+
+    Uses ``os.stat`` only: a FIFO or a device is never opened, so asking cannot block.
+    Raises FileNotFoundError / PermissionError like ``os.stat``.
+    """
+    mode = os.stat(path).st_mode
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def check_regular(url: str) -> None:
+    """StorageError naming ``url`` unless it is a regular file (local URLs; object stores hold
+    only objects, so remote URLs pass).  Call it before anything opens the file."""
+    if not is_local(url):
+        return
+    try:
+        kind = file_kind(local_path(url))
+    except Exception as exc:
+        raise _translate(url, exc) from exc
+    if kind is not None:
+        raise InputRefused(url, f"is {kind}, expected a regular file")
+
+
+def describe_bytes(n: int) -> str:
+    """``1048576`` -> ``1 MiB``; ``1536`` -> ``1.5 KiB``."""
+    value = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:g} {unit}" if unit != "bytes" else f"{n} bytes"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
 @contextlib.contextmanager
 def open_read(url: str) -> Iterator[IO[bytes]]:
-    """Open ``url`` for reading; remote files go through a block read cache."""
+    """Open ``url`` for reading; remote files go through a block read cache.
+
+    A local path that is not a regular file (a folder, FIFO, device, socket) is refused
+    before it is opened."""
     try:
         if is_local(url):
             path = local_path(url)
-            if os.path.isdir(path):
-                raise StorageError(url, "is a directory, expected a file")
+            check_regular(url)
             fh: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed in the finally below
         else:
             fs, path = filesystem(url)
@@ -104,9 +152,30 @@ def _on[T](url: str, local: Callable[[str], T], remote: Callable[[fsspec.Abstrac
         raise _translate(url, exc) from exc
 
 
-def read_bytes(url: str) -> bytes:
-    """The whole content of ``url``."""
-    return _on(url, lambda p: Path(p).read_bytes(), lambda fs, p: fs.cat_file(p))
+def read_bytes(url: str, *, max_bytes: int | None = None) -> bytes:
+    """The whole content of ``url``; with ``max_bytes``, at most that much.
+
+    A larger file is a StorageError ("larger than 1 MiB"), found after reading at
+    most ``max_bytes + 1`` bytes (a ranged read on object stores), whatever the file
+    claims its size is.  Local paths must be regular files (checked before opening:
+    a FIFO or ``/dev/zero`` is refused, never read).  Every read of a file a job spec
+    names passes a limit.
+    """
+
+    def local(path: str) -> bytes:
+        check_regular(path)
+        with open(path, "rb") as fh:
+            return fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+
+    def remote(fs: fsspec.AbstractFileSystem, path: str) -> bytes:
+        if max_bytes is None:
+            return bytes(fs.cat_file(path))
+        return bytes(fs.cat_file(path, start=0, end=max_bytes + 1))
+
+    data = _on(url, local, remote)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise InputRefused(url, f"larger than {describe_bytes(max_bytes)}")
+    return data
 
 
 def exists(url: str) -> bool:
@@ -283,6 +352,7 @@ def fetched(url: str, suffix: str = "") -> Iterator[str]:
         path = local_path(url)
         if not os.path.exists(path):
             raise StorageError(url, "not found")
+        check_regular(url)
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="recast-fetch-") as tmp:

@@ -19,6 +19,10 @@ import pytest
 
 from tests.raytools import SharedRay, free_port
 
+# Test clips are seconds long: their jobs cut 1 s chunks, below the 10 s floor of a real job
+# (pipeline.limits).  Set before any Ray or subprocess starts, so submitted jobs see it too.
+os.environ.setdefault("RECAST_MIN_CHUNK_SECONDS", "1")
+
 S3_ENV = {
     "AWS_ACCESS_KEY_ID": "recast-test",
     "AWS_SECRET_ACCESS_KEY": "recast-test-secret",

@@ -241,7 +241,7 @@ def job_spec(
         "shots": [{"name": "sc010", "url": url}],
         "identities": {"hero": {"images": [source], "face_index": 0}},
         "selection": {"mode": "all", "source": "hero"},
-        "models": {"pack": "builtin:default", "cache_dir": cache},
+        "models": {"pack": "builtin:default"},  # a spec's cache_dir must lie under the cache root
         "output": {
             "url": os.path.join(work, output),
             "codec": codec,

@@ -106,7 +106,8 @@ def recast_spec(
         "identities": {"hero": {"images": [source], "face_index": 0}},
         "selection": {"mode": "all", "source": "hero"},
         "faces": {"enhance": enhance},
-        "models": {"pack": pack, "cache_dir": cache_dir, "execution": {"cpu_winograd": winograd}},
+        # No models.cache_dir: a spec's must lie under the cache root; jobs use the root's packs folder.
+        "models": {"pack": pack, "execution": {"cpu_winograd": winograd}},
         "output": {
             "url": os.path.join(out_dir, "{shot}.mp4"),
             "codec": enc.codec,

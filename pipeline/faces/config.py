@@ -54,7 +54,8 @@ class FaceConfig(Frozen):
 
     ``mask_erode`` and ``mask_blur`` are fractions of the swapper crop size: the paste
     mask's border is pulled in by ``mask_erode`` and feathered with a Gaussian of sigma
-    ``mask_blur``.  ``batch_size`` bounds how many faces go through a model call.
+    ``mask_blur``.  ``batch_size`` bounds how many faces go through a model call (and frames
+    per batch between an actor's stages, so at most 256: 256 UHD frames are already 6 GB).
     """
 
     enhance: bool = False
@@ -63,7 +64,7 @@ class FaceConfig(Frozen):
     color_match: bool = True
     mask_erode: float = Field(default=0.05, ge=0.0, le=0.4)
     mask_blur: float = Field(default=0.08, ge=0.0, le=0.5)
-    batch_size: int = Field(default=8, ge=1, le=1024)
+    batch_size: int = Field(default=8, ge=1, le=256)
 
 
 class AdapterSource(Frozen):

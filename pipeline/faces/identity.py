@@ -17,18 +17,19 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import cv2
 import numpy as np
 
-from pipeline import storage
-from pipeline.errors import FaceError, StorageError
+from pipeline.errors import FaceError
+from pipeline.faces.pictures import load_picture
 from pipeline.faces.types import Face
+from pipeline.limits import InputLimits
 
 if TYPE_CHECKING:
     from pipeline.lora.adapter import LoadedAdapter
     from pipeline.models.loader import FaceModels
+    from pipeline.models.roles import Swapper
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +44,26 @@ class Identity:
     source_landmarks: np.ndarray  # (5, 2) float32 in source_rgb
     source_box: np.ndarray  # (4,) float32 in source_rgb
     adapter: LoadedAdapter | None = None  # swapper LoRA adapter for this person; None = base model
+    prepared: Any = None
+    """What one swapper's ``prepare`` made of this identity (:func:`prepared_for`); then
+    ``source_rgb`` is dropped (an empty array) and renderers use this instead."""
 
 
 def with_adapter(identity: Identity, adapter: LoadedAdapter | None) -> Identity:
     """A copy of ``identity`` that swaps with ``adapter`` (None: the base model)."""
+    if identity.prepared is not None:
+        raise ValueError(f"identity {identity.name} is already prepared for a swapper; attach adapters first")
     return dataclasses.replace(identity, adapter=adapter)
+
+
+def prepared_for(identity: Identity, swapper: Swapper) -> Identity:
+    """``identity`` with ``swapper.prepare`` done once and the full source picture dropped.
+
+    A render actor keeps its identities for its whole life: what it needs of a picture is
+    the aligned source face (or a latent), not a picture of up to ``limits.max_image_pixels``.
+    """
+    prepared = swapper.prepare(identity)
+    return dataclasses.replace(identity, prepared=prepared, source_rgb=np.zeros((0, 0, 3), np.uint8))
 
 
 def load_identity(
@@ -57,16 +73,18 @@ def load_identity(
     *,
     face_index: int | None = None,
     adapter: LoadedAdapter | None = None,
+    limits: InputLimits | None = None,
 ) -> Identity:
     """Read the images at ``image_urls`` (any storage URL) and build the identity ``name``.
 
     ``adapter``: a verified LoRA adapter for the pack's swapper (``AdapterCache.get``).
     Raises :class:`FaceError` naming the image when it has no face, or several faces and
-    no ``face_index``; :class:`StorageError` when an image cannot be read or decoded.
+    no ``face_index``; :class:`StorageError` when an image cannot be read or decoded, or is
+    larger than ``limits`` (file size or pixels).
     """
     if not image_urls:
         raise FaceError(name, "an identity needs at least one image")
-    images = [(url, read_rgb(url)) for url in image_urls]
+    images = [(url, read_rgb(url, limits)) for url in image_urls]
     return identity_from_images(name, images, models, face_index=face_index, adapter=adapter)
 
 
@@ -123,10 +141,6 @@ def pick_face(faces: Sequence[Face], where: str, face_index: int | None) -> Face
     return ordered[face_index]
 
 
-def read_rgb(url: str) -> np.ndarray:
-    """Decode an image file at a storage URL to RGB uint8."""
-    data = storage.read_bytes(url)
-    image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
-    if image is None:
-        raise StorageError(url, "not a readable image (JPEG, PNG, TIFF, WebP ...)")
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+def read_rgb(url: str, limits: InputLimits | None = None) -> np.ndarray:
+    """Decode an image file at a storage URL to RGB uint8 (within ``limits``, see :mod:`pipeline.faces.pictures`)."""
+    return load_picture(url, limits)

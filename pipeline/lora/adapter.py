@@ -23,7 +23,7 @@ import numpy as np
 import onnxruntime as ort
 
 from pipeline import storage
-from pipeline.errors import ModelPackError
+from pipeline.errors import InputRefused, ModelPackError
 from pipeline.lora.prepare import LoraSlots
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,9 @@ def verify_adapter(url: str, sha256: str, slots: LoraSlots) -> int:
     For drivers that must refuse a bad adapter before any rendering starts; keeps nothing.
     """
     with tempfile.TemporaryDirectory(prefix="recast-adapter-check-") as tmp:
-        cache = AdapterCache(slots, tmp, max_count=1, max_bytes=1 << 62)
+        cache = AdapterCache(
+            slots, tmp, max_count=1
+        )  # the actors' bound: what they would refuse is refused now
         loaded = cache.get(url, sha256)
         size = loaded.nbytes
         cache.clear()
@@ -234,7 +236,14 @@ class AdapterCache:
                 self._entries.move_to_end(sha256)
                 self.hits += 1
                 return hit
-        data = storage.read_bytes(url)
+        try:
+            data = storage.read_bytes(url, max_bytes=self.max_bytes)
+        except InputRefused as exc:
+            if exc.reason.startswith("larger than"):  # reading stopped one byte past the bound
+                raise ModelPackError(
+                    url, f"adapter is more than the cache bound {self.max_bytes} bytes"
+                ) from None
+            raise
         actual = hashlib.sha256(data).hexdigest()
         if actual != sha256:
             raise ModelPackError(url, f"adapter checksum mismatch: expected sha256 {sha256}, got {actual}")

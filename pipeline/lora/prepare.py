@@ -32,6 +32,7 @@ from onnx import helper, numpy_helper
 from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import ModelPackError
+from pipeline.limits import ONNX_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +280,7 @@ def prepare_model(
 
 def prepare_file(src_url: str, dest_url: str, *, rank: int, pattern: str = DEFAULT_PATTERN) -> LoraSlots:
     """Prepare the model at ``src_url`` and publish it to ``dest_url``; returns its slot record."""
-    data = storage.read_bytes(src_url)
+    data = storage.read_bytes(src_url, max_bytes=ONNX_MAX_BYTES)
     try:
         model = onnx.load_model_from_string(data)
     except Exception as exc:  # any parse failure means a bad model file

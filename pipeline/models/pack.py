@@ -8,6 +8,12 @@ the folder renamed into place.  The rename is atomic, so a cache folder that
 exists is complete; concurrent loaders on one machine each build their own
 temporary folder and the first rename wins.
 
+A cache hit is trusted only after every file's sha256 matches the manifest again
+(once per process and file version, see :class:`~pipeline.models.verified.VerifiedFiles`);
+a damaged file is fetched again.  A model file is read up to its manifest entry's
+``size`` (when given, else :data:`~pipeline.limits.MODEL_FILE_MAX_BYTES`), and a
+full disk while caching is a ModelPackError naming the file, not a traceback.
+
 ``builtin:default`` is the embedded pack built from installed packages by
 :func:`pipeline.models.default_pack.build_default_pack`; nothing is ever
 downloaded from the internet.
@@ -16,6 +22,7 @@ downloaded from the internet.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import importlib.metadata
 import json
@@ -31,9 +38,10 @@ from pydantic import Field, ValidationError
 from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import ModelPackError, StorageError
-from pipeline.hashing import sha256_file
+from pipeline.limits import MANIFEST_MAX_BYTES, MODEL_FILE_MAX_BYTES
 from pipeline.models.contracts import FILELESS_KINDS, REQUIRED_ROLES, check_model_contract, check_role_kind
 from pipeline.models.runtime.settings import recast_cache_root
+from pipeline.models.verified import VerifiedFiles
 from pipeline.provenance.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -53,6 +61,8 @@ class ModelEntry(Frozen):
     kind: str
     file: str | None = None
     sha256: str | None = None
+    size: int | None = Field(default=None, ge=0)
+    """The file's size in bytes (optional): no more than this is ever read from the pack."""
     contract: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -140,17 +150,28 @@ def parse_manifest(data: bytes, where: str) -> PackManifest:
     return manifest
 
 
-def _fetch_verified(url: str, dest: str, expected_sha: str) -> None:
-    """Stream ``url`` into ``dest`` hashing on the way; raise on a missing file or mismatch."""
+def _fetch_verified(url: str, dest: str, expected_sha: str, max_bytes: int = MODEL_FILE_MAX_BYTES) -> None:
+    """Stream ``url`` into ``dest`` hashing on the way; raise on a missing file, a file larger than
+    ``max_bytes`` (found after reading at most one chunk more), a full disk or a mismatch."""
     digest = hashlib.sha256()
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    total = 0
     try:
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
         with storage.open_read(url) as src, open(dest, "wb") as out:
-            while chunk := src.read(_CHUNK):
+            while chunk := src.read(min(_CHUNK, max_bytes + 1 - total)):
+                total += len(chunk)
+                if total > max_bytes:
+                    raise ModelPackError(url, f"model file is larger than {max_bytes:,} bytes (its limit)")
                 digest.update(chunk)
                 out.write(chunk)
     except StorageError as exc:
         raise ModelPackError(url, f"cannot read model file: {exc.reason}") from exc
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ModelPackError(
+                url, f"no space left on device while caching it in {os.path.dirname(dest)}"
+            ) from None
+        raise
     actual = digest.hexdigest()
     if actual != expected_sha.lower():
         raise ModelPackError(url, f"sha256 mismatch: manifest says {expected_sha.lower()}, file has {actual}")
@@ -165,8 +186,9 @@ def _check_contracts(manifest: PackManifest, local_dir: str, url: str) -> None:
         )
 
 
-def _cache_is_intact(folder: str, manifest: PackManifest) -> bool:
-    """A renamed cache folder is complete by construction; guard against later tampering (sizes)."""
+def _cache_is_intact(folder: str, manifest: PackManifest, verified: VerifiedFiles) -> bool:
+    """A renamed cache folder is complete by construction; guard against later tampering:
+    sizes as recorded, and every file's sha256 as the manifest says (memoised in ``verified``)."""
     try:
         with open(os.path.join(folder, _RECORD)) as fh:
             sizes: dict[str, int] = json.load(fh)["sizes"]
@@ -177,6 +199,9 @@ def _cache_is_intact(folder: str, manifest: PackManifest) -> bool:
             continue
         path = os.path.join(folder, entry.file)
         if not os.path.isfile(path) or os.path.getsize(path) != sizes.get(entry.file):
+            return False
+        if entry.sha256 is not None and not verified.matches(path, entry.sha256):
+            log.warning("cached model file %s does not match its sha256", path)
             return False
     return True
 
@@ -199,16 +224,16 @@ def _write_record(folder: str, manifest: PackManifest, url: str) -> None:
         json.dump({"url": redact_text(url), "sizes": sizes}, fh)  # informational: no token kept
 
 
-def _load_remote(url: str, cache: str) -> ModelPack:
+def _load_remote(url: str, cache: str, verified: VerifiedFiles, max_file_bytes: int) -> ModelPack:
     manifest_url = storage.join(url, MANIFEST)
     try:
-        data = storage.read_bytes(manifest_url)
+        data = storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES)
     except StorageError as exc:
         raise ModelPackError(manifest_url, f"cannot read pack manifest: {exc.reason}") from exc
     manifest = parse_manifest(data, manifest_url)
     key = hashlib.sha256(url.encode() + b"\n" + data).hexdigest()[:32]
     final = os.path.join(cache, key)
-    if os.path.isdir(final) and _cache_is_intact(final, manifest):
+    if os.path.isdir(final) and _cache_is_intact(final, manifest, verified):
         log.info("model pack %s found in cache %s", url, final)
         _check_contracts(manifest, final, url)
     else:
@@ -216,18 +241,23 @@ def _load_remote(url: str, cache: str) -> ModelPack:
             log.warning("cached pack %s is damaged; fetching it again", final)
             shutil.rmtree(final, ignore_errors=True)
         tmp = os.path.join(cache, f".tmp-{key}-{uuid.uuid4().hex[:8]}")
-        os.makedirs(tmp)
         try:
+            os.makedirs(tmp)
             for entry in manifest.models:
                 if entry.file is not None and entry.sha256 is not None:
+                    limit = entry.size if entry.size is not None else max_file_bytes
                     _fetch_verified(
-                        storage.join(url, entry.file), os.path.join(tmp, entry.file), entry.sha256
+                        storage.join(url, entry.file), os.path.join(tmp, entry.file), entry.sha256, limit
                     )
             _check_contracts(manifest, tmp, url)
             with open(os.path.join(tmp, MANIFEST), "wb") as fh:
                 fh.write(data)
             _write_record(tmp, manifest, url)
             _publish_folder(tmp, final)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise ModelPackError(url, f"no space left on device while caching the pack in {cache}") from None
         finally:
             if os.path.isdir(tmp):
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -245,7 +275,7 @@ def _builtin_key() -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
-def _load_builtin(cache: str) -> ModelPack:
+def _load_builtin(cache: str, verified: VerifiedFiles) -> ModelPack:
     from pipeline.models.default_pack import build_default_pack
 
     final = os.path.join(cache, f"builtin-default-{_builtin_key()}")
@@ -271,7 +301,7 @@ def _load_builtin(cache: str) -> ModelPack:
             path = os.path.join(final, entry.file)
             if not os.path.isfile(path):
                 raise ModelPackError(path, "model file of the embedded pack is missing")
-            actual = sha256_file(path)
+            actual = verified.sha256(path)
             if actual != entry.sha256.lower():
                 raise ModelPackError(
                     path, f"sha256 mismatch: manifest says {entry.sha256.lower()}, file has {actual}"
@@ -282,18 +312,29 @@ def _load_builtin(cache: str) -> ModelPack:
     )
 
 
-def load_pack(url: str, cache_dir: str | None = None) -> ModelPack:
+def load_pack(
+    url: str,
+    cache_dir: str | None = None,
+    *,
+    verified: VerifiedFiles | None = None,
+    max_file_bytes: int = MODEL_FILE_MAX_BYTES,
+) -> ModelPack:
     """Fetch (once), verify and return the pack at ``url``.
 
     ``url`` is a folder (local path, ``file://``, ``s3://``, ``gs://``) holding
     ``manifest.json``, or ``builtin:default``.  Raises :class:`ModelPackError`
     naming the file for a missing file, a checksum mismatch, an unknown kind
-    for a role, or a model whose inputs/outputs break its kind's contract.
+    for a role, a model whose inputs/outputs break its kind's contract, a file
+    larger than its entry's ``size`` (or ``max_file_bytes``), or a full disk.
+
+    ``verified``: the caller's memo of files already hashed in this process (a fresh one
+    by default: every cached file is hashed once per call).
     """
+    verified = verified if verified is not None else VerifiedFiles()
     cache = os.path.abspath(os.path.expanduser(cache_dir or default_cache_dir()))
     os.makedirs(cache, exist_ok=True)
     if url == BUILTIN_DEFAULT:
-        return _load_builtin(cache)
+        return _load_builtin(cache, verified)
     if url.startswith("builtin:"):
         raise ModelPackError(url, f"unknown embedded pack; the embedded pack is {BUILTIN_DEFAULT!r}")
-    return _load_remote(url.rstrip("/"), cache)
+    return _load_remote(url.rstrip("/"), cache, verified, max_file_bytes)

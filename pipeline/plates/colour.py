@@ -33,6 +33,7 @@ def load_config(config: str) -> ocio.Config:
         if config.startswith("ocio://"):
             return ocio.Config.CreateFromFile(config)
         if storage.is_local(config):
+            storage.check_regular(config)  # a FIFO would block OCIO's read for ever
             return ocio.Config.CreateFromFile(storage.local_path(config))
         with storage.fetched(config, suffix=".ocio") as path:
             return ocio.Config.CreateFromFile(path)

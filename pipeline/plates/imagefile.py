@@ -26,6 +26,7 @@ import fsspec
 import OpenImageIO as oiio
 
 from pipeline.errors import MediaError
+from pipeline.limits import InputLimits
 
 HEAD_BYTES = 256 * 1024
 TAIL_BYTES = 2 * 1024 * 1024
@@ -57,7 +58,7 @@ class Inspection:
 
     number: int
     header: FrameHeader | None
-    problem: Literal["unreadable", "truncated"] | None = None
+    problem: Literal["unreadable", "truncated", "too_large"] | None = None
     detail: str = ""
 
 
@@ -107,11 +108,14 @@ def read_last_chunk(inp: Any) -> str:
     return "" if ok else (inp.geterror() or "pixels do not read")
 
 
-def inspect_local(number: int, path: str, url: str) -> Inspection:
-    """Open ``path`` and read its last chunk."""
+def inspect_local(number: int, path: str, url: str, limits: InputLimits | None = None) -> Inspection:
+    """Open ``path`` and read its last chunk (not when the header is larger than ``limits``)."""
     try:
         with open_image(path, url) as inp:
             header = header_of(inp)
+            too_large = (limits or InputLimits()).frame_problem(header.width, header.height)
+            if too_large:
+                return Inspection(number, header, "too_large", too_large)
             error = read_last_chunk(inp)
     except MediaError as exc:
         return Inspection(number, None, "unreadable", exc.reason)
@@ -132,7 +136,13 @@ def _sparse_copy(fs: fsspec.AbstractFileSystem, path: str, size: int, dest: str)
 
 
 def inspect_remote(
-    number: int, fs: fsspec.AbstractFileSystem, path: str, url: str, size: int, scratch: str
+    number: int,
+    fs: fsspec.AbstractFileSystem,
+    path: str,
+    url: str,
+    size: int,
+    scratch: str,
+    limits: InputLimits | None = None,
 ) -> Inspection:
     """Check a remote frame from a sparse copy (head and tail), downloading it whole if needed.
 
@@ -141,10 +151,10 @@ def inspect_remote(
     local = os.path.join(scratch, f"{number}.{path.rpartition('.')[2]}")
     try:
         _sparse_copy(fs, path, size, local)
-        found = inspect_local(number, local, url)
-        if found.problem is not None and size > HEAD_BYTES + TAIL_BYTES:
+        found = inspect_local(number, local, url, limits)
+        if found.problem not in (None, "too_large") and size > HEAD_BYTES + TAIL_BYTES:
             fs.get_file(path, local)
-            found = inspect_local(number, local, url)
+            found = inspect_local(number, local, url, limits)
         return found
     except Exception as exc:  # noqa: BLE001 - any storage failure is reported as this frame's
         return Inspection(number, None, "unreadable", f"cannot read ({type(exc).__name__}: {exc})")

@@ -18,6 +18,7 @@ from typing import Any
 
 from pipeline import storage
 from pipeline.errors import MediaError
+from pipeline.limits import InputLimits
 from pipeline.plates.colour import resolve_colour
 from pipeline.plates.imagefile import FrameHeader, Inspection, inspect_local, inspect_remote
 from pipeline.plates.sequence import FrameFile, frames_are, list_frames, parse_sequence_url
@@ -30,7 +31,12 @@ _STANDARD_RATES = tuple(Fraction(n, 1001) for n in (24000, 30000, 48000, 60000))
 
 
 def probe_sequence(
-    url: str, *, fps: Fraction | None = None, colour: ColourRequest | None = None, threads: int = 16
+    url: str,
+    *,
+    fps: Fraction | None = None,
+    colour: ColourRequest | None = None,
+    threads: int = 16,
+    limits: InputLimits | None = None,
 ) -> VideoInfo:
     """Describe the image sequence ``url`` (``.../sc010_plate.####.exr``) exactly.
 
@@ -38,6 +44,8 @@ def probe_sequence(
     logged when they differ) and is required when the headers carry none.
     ``colour``: what the spec asks for (see :func:`resolve_colour`).
     ``threads``: frames checked at once (each is opened and its last chunk read).
+    ``limits``: largest frame size (default :class:`InputLimits`); a larger frame is refused
+    from its header, before any pixel is read.
 
     Raises MediaError naming ``url`` and the frame numbers, or SpecError for colour.
     """
@@ -56,7 +64,7 @@ def probe_sequence(
     empty = [f.number for f in frames if f.size == 0]
     if empty:
         problems.append(frames_are(empty, "empty (0 bytes)"))
-    found = _inspect_all([f for f in frames if f.size > 0], threads)
+    found = _inspect_all([f for f in frames if f.size > 0], threads, limits)
     problems.extend(_frame_problems(found))
     if problems:
         raise MediaError(url, "; ".join(problems))
@@ -112,7 +120,7 @@ def probe_sequence(
     )
 
 
-def _inspect_all(frames: list[FrameFile], threads: int) -> list[Inspection]:
+def _inspect_all(frames: list[FrameFile], threads: int, limits: InputLimits | None) -> list[Inspection]:
     """Inspect every frame in ``threads`` parallel threads, in frame order."""
     if not frames:
         return []
@@ -121,14 +129,16 @@ def _inspect_all(frames: list[FrameFile], threads: int) -> list[Inspection]:
         if storage.is_local(frames[0].url):
 
             def check(f: FrameFile) -> Inspection:
-                return inspect_local(f.number, storage.local_path(f.url), f.url)
+                return inspect_local(f.number, storage.local_path(f.url), f.url, limits)
 
         else:
             fs, _ = storage.filesystem(frames[0].url)
             scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="recast-plate-"))
 
             def check(f: FrameFile) -> Inspection:
-                return inspect_remote(f.number, fs, storage.filesystem(f.url)[1], f.url, f.size, scratch)
+                return inspect_remote(
+                    f.number, fs, storage.filesystem(f.url)[1], f.url, f.size, scratch, limits
+                )
 
         with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="plate-probe") as pool:
             return list(pool.map(check, frames))
@@ -136,6 +146,10 @@ def _inspect_all(frames: list[FrameFile], threads: int) -> list[Inspection]:
 
 def _frame_problems(found: list[Inspection]) -> list[str]:
     problems = []
+    too_large = [i for i in found if i.problem == "too_large"]
+    if too_large:
+        # Size first: a frame this large is not read further, so its other problems are unknown.
+        return [f"{frames_are([i.number for i in too_large], 'too large')}: {too_large[0].detail}"]
     for kind, what in (("unreadable", "unreadable"), ("truncated", "truncated or corrupt")):
         bad = [i for i in found if i.problem == kind]
         if bad:

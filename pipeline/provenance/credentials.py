@@ -31,6 +31,7 @@ from pydantic import Field
 from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import MediaError, SpecError
+from pipeline.limits import PEM_MAX_BYTES
 from pipeline.provenance.config import SignerConfig
 from pipeline.provenance.redact import redact
 
@@ -135,7 +136,7 @@ def _mime(path: str | os.PathLike[str]) -> str:
 
 def _read_text(url: str, field: str) -> str:
     try:
-        return storage.read_bytes(url).decode()
+        return storage.read_bytes(url, max_bytes=PEM_MAX_BYTES).decode()
     except UnicodeDecodeError:
         raise SpecError(field, f"{url} is not PEM text") from None
 

@@ -28,7 +28,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline import storage, yamlload
 from pipeline.configbase import Frozen
-from pipeline.errors import RecastError, SpecError
+from pipeline.errors import InputRefused, RecastError, SpecError
+from pipeline.limits import SPEC_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +136,12 @@ def parse_policy(text: str | bytes, where: str = "<policy>") -> Policy:
 
 
 def load_policy(url: str) -> Policy:
-    """Read and validate the policy file at ``url`` (any storage URL)."""
-    return parse_policy(storage.read_bytes(url), where=url)
+    """Read and validate the policy file at ``url`` (any storage URL; a regular file of at most 1 MiB)."""
+    try:
+        data = storage.read_bytes(url, max_bytes=SPEC_MAX_BYTES)
+    except InputRefused as exc:
+        raise SpecError(url, f"not a usable policy file: {exc.reason}") from None
+    return parse_policy(data, where=url)
 
 
 def check_identities(

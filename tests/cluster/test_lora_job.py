@@ -147,7 +147,8 @@ def _decode(path: str) -> np.ndarray:
 
 
 @pytest.mark.ray
-def test_two_identities_one_with_adapter(setup, tmp_path, ray_session) -> None:
+def test_two_identities_one_with_adapter(setup, tmp_path, ray_session, monkeypatch) -> None:
+    monkeypatch.setenv("RECAST_CACHE_DIR", str(tmp_path))  # models.cache_dir must lie under it
     with ray_session.use():
         with_adapter = run_job(parse_spec(_spec(setup, str(tmp_path / "a"), "lora-a", adapter=True)))
         without = run_job(parse_spec(_spec(setup, str(tmp_path / "b"), "lora-b", adapter=False)))
@@ -168,7 +169,8 @@ def test_two_identities_one_with_adapter(setup, tmp_path, ray_session) -> None:
     assert adapted > 1.0 and untouched < adapted / 5, (adapted, untouched)
 
 
-def test_bad_adapter_refused_before_any_actor(setup, tmp_path) -> None:
+def test_bad_adapter_refused_before_any_actor(setup, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RECAST_CACHE_DIR", str(tmp_path))
     spec = _spec(setup, str(tmp_path), "lora-bad", adapter=True)
     spec["identities"]["astro"]["adapter"]["sha256"] = "0" * 64
     with pytest.raises(ModelPackError) as err:

@@ -140,7 +140,8 @@ def _pack(tmp_path: Path, damage: str) -> str:
         ("contract", ["face_recognition_sface_2021dec_float.onnx", "512"]),
     ],
 )
-def test_bad_model_pack(media, dest, tmp_path, capsys, damage, words, no_ray) -> None:
+def test_bad_model_pack(media, dest, tmp_path, capsys, damage, words, no_ray, monkeypatch) -> None:
+    monkeypatch.setenv("RECAST_CACHE_DIR", str(tmp_path))  # models.cache_dir must lie under it
     spec = job_spec(media, str(dest), "bad-pack")
     spec["models"] = {"pack": _pack(tmp_path, damage), "cache_dir": str(tmp_path / "cache")}
     before = snapshot(dest)

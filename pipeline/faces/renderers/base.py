@@ -78,7 +78,10 @@ class RendererBase:
         self.crop_size = int(swapper.crop_size)
         self.template = cast(Template, str(swapper.template))
         # per-identity work (latent, aligned source face) is done once, here
-        self._prepared: dict[str, Any] = {name: swapper.prepare(i) for name, i in self.identities.items()}
+        self._prepared: dict[str, Any] = {
+            name: i.prepared if i.prepared is not None else swapper.prepare(i)
+            for name, i in self.identities.items()
+        }
         self.stage_seconds: dict[str, float] = dict.fromkeys(STAGES, 0.0)
 
     def check_tasks(self, frame_count: int, tasks: Sequence[Sequence[FaceTask]]) -> None:
