@@ -22,6 +22,7 @@ whose field is the dotted path of the offending value (``shots[1].url``,
       if_exists: fail                                   # fail | skip | overwrite
     chunking: {seconds: 20}
     resources: {gpus_per_actor: 1, max_actors: 8}
+    lease: {expiry_seconds: 60}                          # one driver per work area
 
 Relative local paths are resolved against the folder of the spec file.  On a
 cluster (``ray job submit --working-dir``) the job runs in a copy of that
@@ -38,6 +39,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from cluster.lease import LeaseConfig
 from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, check_media_url, overridden
 from pipeline import storage
 from pipeline.configbase import Frozen
@@ -227,6 +229,8 @@ class JobSpec(Frozen):
     """Colour management of image-sequence plates (each shot may override it)."""
     qc: QcConfig = QcConfig()
     """What is flagged for review and which flags fail a shot."""
+    lease: LeaseConfig = LeaseConfig()
+    """The work area's lease: one driver at a time (see :mod:`cluster.lease`)."""
 
     @model_validator(mode="before")
     @classmethod

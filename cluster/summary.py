@@ -85,6 +85,8 @@ class JobSummary:
     warnings: list[str] = field(default_factory=list)
     started_at_epoch: float = 0.0
     """Wall-clock time (``time.time()``) the driver started; the ``*_seconds`` offsets count from it."""
+    lease: dict[str, Any] | None = None
+    """The work area's lease: this driver's holder, and whose lease it took over and why (``Lease.record``)."""
 
     @property
     def ok(self) -> bool:
@@ -112,6 +114,7 @@ class JobSummary:
             "first_chunk_seconds": _round(self.first_chunk_seconds),
             "started_at_epoch": self.started_at_epoch,
             "warnings": self.warnings,
+            "lease": self.lease,
             "actor_info": self.actor_info,
             "shots": [s.to_dict() for s in self.shots],
         }
