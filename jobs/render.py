@@ -38,8 +38,10 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from jobs.cli import configure_logging
 
@@ -134,5 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
+    # `ray job stop` sends SIGTERM: leave through the finally blocks, so the work area's lease is given back.
+    signal.signal(signal.SIGTERM, _stop)
     sys.exit(main())
