@@ -71,6 +71,7 @@ def reference(media, head, tmp_path_factory) -> str:
 def _driver(head: Head, spec_path: Path, summary: Path, *extra: str) -> subprocess.Popen:
     """``python -m jobs.render`` joining the module's Ray head, in its own process group."""
     env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(REPO), "RAY_ADDRESS": head.gcs_address}
+    env["RAY_gcs_server_request_timeout_seconds"] = "180"  # a busy CI machine: joining may take a while
     cmd = [sys.executable, "-m", "jobs.render", str(spec_path), "--log-level", "WARNING"]
     return subprocess.Popen(
         [*cmd, "--summary-json", str(summary), *extra], cwd=str(REPO), env=env, start_new_session=True,
@@ -212,5 +213,6 @@ def test_stopped_driver_gives_its_lease_back(media, head, tmp_path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
-    assert code == 128 + signal.SIGTERM, err[-3000:]
+    # Through SystemExit either way: ours before Ray starts (143), Ray's driver handler after (15).
+    assert code in (signal.SIGTERM, 128 + signal.SIGTERM), err[-3000:]
     assert not lease_path.exists()
