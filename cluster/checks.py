@@ -13,6 +13,7 @@ import contextlib
 import glob
 import logging
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,11 +113,15 @@ class PreparedJob:
         return sum(len(p.plan.chunks) for p in self.planned)
 
 
-def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
+def prepare_job(
+    spec: JobSpec, *, resume: bool | None = None, claim: Callable[[str], None] | None = None
+) -> PreparedJob:
     """Check everything that can be checked without Ray, then plan the job.
 
     ``resume``: None = reuse what the job's manifest records, if any; True =
     require a manifest (``--resume``); False = ignore it and start afresh.
+    ``claim(work_url)`` is called once every check has passed, before anything is
+    removed or written (the driver takes the work area's lease there).
     """
     from pipeline.models.pack import load_pack
 
@@ -176,6 +181,8 @@ def prepare_job(spec: JobSpec, *, resume: bool | None = None) -> PreparedJob:
     storage.check_writable(work_url)
     if auth.audited:
         storage.check_writable(storage.join(audit_url(spec), "audit"))
+    if claim is not None:
+        claim(work_url)
     for p in planned:
         remove_interrupted_publish(p.ref.output_url)
     planned.sort(key=lambda p: -(p.plan.frame_count * p.info.width * p.info.height))

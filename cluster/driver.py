@@ -9,6 +9,10 @@ Flow of one job (every shot at once, longest shots first)::
     render of every chunk on the actor pool ............... parallel, stateless -> seam-free
     merge the shot's segments (stream copy) as soon as they are all done, publish atomically
 
+One driver per work area: the driver takes the work area's lease
+(:mod:`cluster.lease`) once its checks pass, before it writes anything, and
+gives it back when it ends; a driver whose lease was taken over stops writing.
+
 The loop is built complete from its parts, each in its own module: the keys
 (:mod:`cluster.keys`), the ledger of manifest records (:mod:`cluster.ledger`),
 provenance (:mod:`cluster.provenance`), the publisher (:mod:`cluster.publish`),
@@ -35,6 +39,7 @@ from actors.render import RenderActor
 from cluster.actor_config import render_config
 from cluster.checks import PlannedShot, PreparedJob, plate_warnings, prepare_job
 from cluster.job_loop import JobLoop
+from cluster.lease import Lease, acquire_lease
 from cluster.ledger import Ledger
 from cluster.metrics import JobMetrics
 from cluster.observer import JobObserver
@@ -74,9 +79,12 @@ class JobRunner:
         resume: bool | None = None,
         parts: DriverParts | None = None,
         prepared: PreparedJob | None = None,
+        force_takeover: bool = False,
     ) -> None:
         self.spec = spec
         self.resume = resume
+        self.force_takeover = force_takeover
+        self.lease: Lease | None = None
         self.parts = parts or DriverParts()
         self.started = time.perf_counter()
         self._prepared = prepared
@@ -109,13 +117,39 @@ class JobRunner:
         return self._pool.actors if self._pool is not None else []
 
     def prepare(self) -> PreparedJob:
-        """Every check that needs no Ray (:func:`cluster.checks.prepare_job`); ``run()`` calls it if not done."""
+        """Every check that needs no Ray (:func:`cluster.checks.prepare_job`), then the work area's lease;
+        ``run()`` calls it if not done.  Raises LeaseHeld when another driver holds the work area."""
         if self._prepared is None:
-            self._prepared = prepare_job(self.spec, resume=self.resume)
+            try:
+                self._prepared = prepare_job(self.spec, resume=self.resume, claim=self._claim)
+            except BaseException:
+                self.release()
+                raise
         return self._prepared
 
+    def _claim(self, work_url: str) -> None:
+        if self.lease is None:
+            self.lease = acquire_lease(
+                work_url, self.spec.lease, job_id=self.spec.job_id, force=self.force_takeover
+            )
+
+    def release(self) -> None:
+        """Give the work area's lease back (``run()`` does it when it ends); safe to call twice."""
+        if self.lease is not None:
+            self.lease.release()
+
     def run(self) -> JobSummary:
-        spec, prepared = self.spec, self.prepare()
+        """Run the job on the current Ray cluster; the lease is released at the end, whatever happens."""
+        try:
+            prepared = self.prepare()
+            self._claim(prepared.work_url)  # when handed a prepared job
+            return self._run(prepared)
+        finally:
+            self.release()
+
+    def _run(self, prepared: PreparedJob) -> JobSummary:
+        spec, lease = self.spec, self.lease
+        assert lease is not None
         observer = self._observer = JobObserver(
             prepared,
             started=self.started,
@@ -127,7 +161,11 @@ class JobRunner:
             metrics=JobMetrics(spec.job_id),
             thumbnails=self.parts.thumbnails,
         )
-        ledger = self.ledger = Ledger(prepared.manifest, resumed=prepared.resumed)
+        observer.summary.lease = lease.record()
+        takeover = lease.takeover_message()
+        if takeover is not None:
+            observer.warn([takeover])
+        ledger = self.ledger = Ledger(prepared.manifest, resumed=prepared.resumed, guard=lease.guard)
         provenance = JobProvenance(spec, prepared.consent_refs, prepared.pack_hash, prepared.auth)
         ledger.write_job(spec, prepared.pack_hash, prepared.keys.identities, prepared.shot_keys)
         shot_urls = [p.ref.url for p in prepared.planned] + [r.ref.url for r in prepared.reused]
@@ -149,7 +187,7 @@ class JobRunner:
             custom=res.custom,
         )
         pool = self._pool = ActorPool(render_config(spec, plan), plan, self.parts.actor_class)
-        publisher = Publisher(self.parts.merge, if_exists=spec.output.if_exists)
+        publisher = Publisher(self.parts.merge, if_exists=spec.output.if_exists, guard=lease.confirm)
         finished = False
         try:
             infos, starting = pool.warm()
@@ -184,6 +222,7 @@ class JobRunner:
             pool.kill_all()
             observer.progress.close()
         if all(observer.shots[r.name].status == "published" for r in runs):
+            lease.confirm()
             # Every shot's segments are gone now; drop their empty parent too.
             storage.remove(storage.join(prepared.work_url, "segments"), recursive=True)
         observer.warn(prepared.manifest.take_warnings())  # records set aside, segments rendered again
@@ -203,13 +242,14 @@ class JobRunner:
         return runs
 
 
-def run_job(spec: JobSpec, *, resume: bool | None = None) -> JobSummary:
+def run_job(spec: JobSpec, *, resume: bool | None = None, force_takeover: bool = False) -> JobSummary:
     """Render every shot of ``spec`` on the current Ray cluster and return the summary.
 
     Raises RecastError for problems found before rendering (spec, inputs,
     outputs, model pack, source faces); render failures are reported per shot
     in the summary (``summary.ok`` is False).  ``resume``: None = reuse what an
     earlier run of the job committed (its manifest), True = require that
-    manifest, False = ignore it.
+    manifest, False = ignore it.  Raises LeaseHeld when another driver holds
+    the job's work area (``force_takeover``: take it anyway).
     """
-    return JobRunner(spec, resume=resume).run()
+    return JobRunner(spec, resume=resume, force_takeover=force_takeover).run()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from cluster.keys import AnalysisKey, RenderKey, ShotKey, TrackKey
@@ -28,9 +29,13 @@ logger = logging.getLogger(__name__)
 class Ledger:
     """Reads and commits one job's manifest records (``<work_url>/manifest``)."""
 
-    def __init__(self, manifest: JobManifest, *, resumed: bool) -> None:
+    def __init__(
+        self, manifest: JobManifest, *, resumed: bool, guard: Callable[[bool], None] | None = None
+    ) -> None:
         self.manifest = manifest
         self.resumed = resumed
+        self._guard = guard
+        """Raises when this driver may no longer write (its lease is lost); ``True``: ask the store."""
         self._broken_chains: set[str] = set()
         """Shots whose tracker chain was recomputed from some chunk on: later track records are stale."""
         self.records_written = 0
@@ -139,6 +144,8 @@ class Ledger:
 
     def commit_segment(self, shot: str, record: RenderRecord) -> BaseException | None:
         """Check the uploaded segment's size, then record it (the commit); the error if it is not right."""
+        if self._guard is not None:
+            self._guard(False)
         try:
             if record.frame_files:
                 if not record.files_intact():
@@ -192,13 +199,17 @@ class Ledger:
         if passes:
             # pass -> sha256 (matte, face) or URL (tracks files)
             record["passes"] = {name: strip_userinfo(value) for name, value in passes.items()}
-        self._write(f"the published output of {shot}", self.manifest.write_shot, shot, record)
+        self._write(f"the published output of {shot}", self.manifest.write_shot, shot, record, fresh=True)
 
     def shot_failed(self, shot: str, *, spec_key: ShotKey, error: str) -> None:
         record = {"status": "failed", "error": redact_text(error), "spec_key": spec_key}
-        self._write(f"the failure of {shot}", self.manifest.write_shot, shot, record)
+        self._write(f"the failure of {shot}", self.manifest.write_shot, shot, record, fresh=True)
 
-    def _write(self, what: str, write: Any, *args: Any, fatal: bool = False, **kwargs: Any) -> None:
+    def _write(
+        self, what: str, write: Any, *args: Any, fatal: bool = False, fresh: bool = False, **kwargs: Any
+    ) -> None:
+        if self._guard is not None:
+            self._guard(fresh or fatal)  # shot and job records: the lease is read again first
         try:
             write(*args, **kwargs)
         except RecastError as exc:

@@ -129,11 +129,18 @@ class Publisher:
     """Runs merges on a small thread pool so the event loop keeps dispatching meanwhile."""
 
     def __init__(
-        self, merge: MergeFn = merge_and_publish, *, threads: int = 2, if_exists: str = "overwrite"
+        self,
+        merge: MergeFn = merge_and_publish,
+        *,
+        threads: int = 2,
+        if_exists: str = "overwrite",
+        guard: Callable[[], None] | None = None,
     ) -> None:
         self._merge = merge
         self._if_exists = if_exists
         """``output.if_exists``: anything but ``overwrite`` publishes only where nothing is yet."""
+        self._guard = guard
+        """Called on the thread before each publish or removal: raises when this driver may no longer write."""
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="merge")
 
     def submit(
@@ -164,6 +171,8 @@ class Publisher:
         passes: dict[str, tuple[list[str], str]],
         sha256: Digests | None,
     ) -> Published:
+        if self._guard is not None:
+            self._guard()
         overwrite = self._if_exists == "overwrite"
         try:
             published = self._merge(
@@ -193,11 +202,16 @@ class Publisher:
 
     def submit_call(self, fn: Callable[..., Published], *args: Any) -> Future[Published]:
         """Run another publishing step (e.g. :func:`cluster.sequences.complete_sequence`) on these threads."""
-        return self._pool.submit(fn, *args)
+        return self._pool.submit(self._guarded, fn, *args)
 
     def remove_later(self, url: str) -> None:
         """Delete ``url`` (recursively) on the publisher's threads; a failure is logged."""
-        self._pool.submit(_remove_quietly, url)
+        self._pool.submit(self._guarded, _remove_quietly, url)
+
+    def _guarded[T](self, fn: Callable[..., T], *args: Any) -> T:
+        if self._guard is not None:
+            self._guard()
+        return fn(*args)
 
     def close(self) -> None:
         """Wait for merges in flight, then stop the threads."""

@@ -21,6 +21,7 @@ dotted path of the offending value (``shots[1].url``...); unknown keys are rejec
       if_exists: fail                                   # fail | skip | overwrite
     chunking: {seconds: 20}
     resources: {gpus_per_actor: 1, max_actors: 8}
+    lease: {expiry_seconds: 60}                          # one driver per work area
 
 Relative local paths are resolved against the spec file's folder.  On a cluster (``ray job
 submit --working-dir``) the job runs in a copy of it: give outputs as absolute paths or URLs.
@@ -36,6 +37,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from cluster.lease import LeaseConfig
 from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, check_media_url, overridden
 from pipeline import storage, yamlload
 from pipeline.configbase import Frozen
@@ -274,6 +276,8 @@ class JobSpec(Frozen):
     """What is flagged for review and which flags fail a shot."""
     limits: InputLimits = InputLimits()
     """Largest source frames, identity pictures and shot count (:mod:`pipeline.limits`)."""
+    lease: LeaseConfig = LeaseConfig()
+    """The work area's lease: one driver at a time (see :mod:`cluster.lease`)."""
 
     @model_validator(mode="before")
     @classmethod

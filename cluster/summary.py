@@ -87,6 +87,8 @@ class JobSummary:
     """Job-wide failures besides the shots' (an audit record a cluster policy requires, not written)."""
     started_at_epoch: float = 0.0
     """Wall-clock time (``time.time()``) the driver started; the ``*_seconds`` offsets count from it."""
+    lease: dict[str, Any] | None = None
+    """The work area's lease: this driver's holder, and whose lease it took over and why (``Lease.record``)."""
 
     @property
     def ok(self) -> bool:
@@ -117,6 +119,7 @@ class JobSummary:
             "started_at_epoch": self.started_at_epoch,
             "warnings": self.warnings,
             "failures": self.failures,
+            "lease": self.lease,
             "actor_info": self.actor_info,
             "shots": [s.to_dict() for s in self.shots],
         }

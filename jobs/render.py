@@ -17,11 +17,18 @@ records every committed chunk, and only unfinished work is done again
 Everything that can be checked without Ray (spec, sources, model pack,
 adapters, identity pictures, outputs, work area) is checked before Ray starts.
 
+One driver per work area: a resubmission while the job's driver is still
+alive exits 2 naming it (``ray job stop <id>``, or when its lease expires); a
+driver that died stops refreshing its lease and the next one takes it over
+after ``lease.expiry_seconds``.  ``--force-takeover`` takes it at once: only for
+an operator who knows the old driver is gone (a live one stops with exit 1).
+
 Exit status: 0 when every shot's output is published (or skipped by
 ``output.if_exists: skip``); 2 for a bad spec or input (the message names the
 field or file, or the identity, picture or URL that the studio policy refuses:
-``RECAST_POLICY_URL`` on a cluster, else ``provenance.policy_url``);
-1 when rendering failed (the summary says which shots and why).  Credentials
+``RECAST_POLICY_URL`` on a cluster, else ``provenance.policy_url``), or a work
+area held by another driver; 1 when rendering failed (the summary says which
+shots and why) or this driver's lease was taken over.  Credentials
 passed by mistake are redacted from the logs, the summary and error messages.
 The summary is printed and written to ``<work area>/summary.json``.
 """
@@ -32,8 +39,10 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from jobs.cli import configure_logging
 
@@ -49,6 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--resume", action="store_true", help="resume an earlier run of this job (its manifest must exist)"
     )
     mode.add_argument("--fresh", action="store_true", help="ignore the manifest of earlier runs")
+    parser.add_argument(
+        "--force-takeover",
+        action="store_true",
+        help="take the work area's lease even if another driver holds it (only when that driver is gone)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
@@ -59,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     redact_process_output()
 
     from cluster.driver import JobRunner
+    from cluster.lease import LeaseLost
     from cluster.spec import load_spec
     from pipeline.errors import RecastError
     from pipeline.provenance.policy import PolicyError
@@ -69,7 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"recast: bad job spec: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    runner = JobRunner(spec, resume=True if args.resume else False if args.fresh else None)
+    runner = JobRunner(
+        spec,
+        resume=True if args.resume else False if args.fresh else None,
+        force_takeover=args.force_takeover,
+    )
     try:
         runner.prepare()  # no Ray yet: a bad input fails in seconds
     except PolicyError as exc:
@@ -84,11 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import ray
 
-    if not ray.is_initialized():
-        # Joins RAY_ADDRESS (or the cluster of a submitted job) when set, else starts a local instance.
-        ray.init(log_to_driver=True, logging_level=logging.WARNING)
-    install_log_redaction()  # Ray's own logger ("ray"), set up by now, does not propagate to the root
     try:
+        if not ray.is_initialized():
+            # Joins RAY_ADDRESS (or the cluster of a submitted job) when set, else starts a local instance.
+            ray.init(log_to_driver=True, logging_level=logging.WARNING)
+        install_log_redaction()  # Ray's own logger ("ray"), set up by now, does not propagate to the root
         summary = runner.run()
     except PolicyError as exc:  # the identity pictures' faces, checked on a warm actor
         print(
@@ -96,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    except LeaseLost as exc:
+        print(f"recast: job {spec.job_id} stopped: {redact_text(str(exc))}", file=sys.stderr)
+        return EXIT_RENDER_FAILED
     except RecastError as exc:
         print(f"recast: job {spec.job_id} not started: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -106,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_RENDER_FAILED
+    finally:
+        runner.release()  # also when Ray could not start: the next driver need not wait for its expiry
 
     print(redact_text(summary.table()))
     data = redact(summary.to_dict())
@@ -122,5 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
+    # `ray job stop` sends SIGTERM: leave through the finally blocks, so the work area's lease is given back.
+    signal.signal(signal.SIGTERM, _stop)
     sys.exit(main())

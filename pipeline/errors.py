@@ -81,3 +81,14 @@ class FaceError(_TwoPartError):
 
 class ChecksumError(StorageError):
     """A file's content is not what was recorded of it (its sha256 differs): it must not be used."""
+
+
+class LeaseError(_TwoPartError):
+    """A job's work area is held by another driver, or this driver lost it; ``work_url`` names it."""
+
+    _subject = "work_url"
+
+    def __init__(self, work_url: str, reason: str) -> None:
+        super().__init__(f"work area {work_url}: {reason}")
+        self.work_url = work_url
+        self.reason = reason

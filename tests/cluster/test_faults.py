@@ -204,7 +204,10 @@ def test_killed_driver_resumes_only_unfinished_chunks(media, reference, tmp_path
     work = os.path.join(out, ".recast-work", "driver-kill")
     spec_path = str(tmp_path / "job.yaml")
     with open(spec_path, "w") as fh:
-        yaml.safe_dump(job_spec(media, out, "driver-kill"), fh)
+        # A short lease: the resubmission waits for the killed driver's to expire (60 s by default).
+        yaml.safe_dump(
+            job_spec(media, out, "driver-kill", lease={"expiry_seconds": 6, "heartbeat_seconds": 1}), fh
+        )
     # The driver (and the local Ray it started) in its own process group, killed at once mid-job.
     proc = subprocess.Popen(
         _render_cmd(spec_path), cwd=str(REPO), env=_env(), start_new_session=True,
@@ -232,6 +235,10 @@ def test_killed_driver_resumes_only_unfinished_chunks(media, reference, tmp_path
     assert not os.path.exists(os.path.join(out, "plate.mp4"))
     # What a driver killed while copying the output into place leaves: removed on resume.
     Path(out, ".plate.mp4.tmp-0123456789ab").write_bytes(b"half a file")
+    # The killed driver's lease stays until it expires; the resubmission then takes it over.
+    lease = json.loads(Path(work, "lease.json").read_text())
+    assert lease["pid"] == proc.pid and lease["expiry_seconds"] == 6
+    time.sleep(max(0.0, lease["heartbeat_at"] + 6.5 - time.time()))
 
     # Resubmitted (--resume: the manifest must be there): only the unfinished chunks are rendered.
     summary_path = str(tmp_path / "summary.json")
@@ -240,7 +247,10 @@ def test_killed_driver_resumes_only_unfinished_chunks(media, reference, tmp_path
         cwd=str(REPO), env=_env(), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
-    (shot,) = json.loads(Path(summary_path).read_text())["shots"]
+    resumed = json.loads(Path(summary_path).read_text())
+    assert resumed["lease"]["reason"] == "expired" and resumed["lease"]["took_over"]["pid"] == proc.pid
+    assert not os.path.exists(os.path.join(work, "lease.json"))
+    (shot,) = resumed["shots"]
     assert shot["chunks_reused"] == len(rendered)
     assert shot["chunks_rendered"] == CHUNKS - len(rendered)
     assert shot["analyses_reused"] == CHUNKS and shot["analyses_run"] == 0

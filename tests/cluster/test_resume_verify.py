@@ -45,7 +45,7 @@ def reference(media, tmp_path_factory, ray_session) -> str:
     return sha256_file(os.path.join(out, "plate.mp4"))
 
 
-def _failing_merge(*args: Any) -> Any:
+def _failing_merge(*args: Any, **kwargs: Any) -> Any:
     raise MediaError("merge", "merge switched off by the test")
 
 
@@ -95,11 +95,11 @@ def test_changed_misplaced_and_foreign_records_are_redone_and_output_identical(
     # And chunk 2's segment changed after the resumed job checked it: caught while fetched for the merge.
     merges: list[list[str]] = []
 
-    def merge_changing_a_segment(segment_urls: list[str], *args: Any) -> Any:
+    def merge_changing_a_segment(segment_urls: list[str], *args: Any, **kwargs: Any) -> Any:
         merges.append(list(segment_urls))
         if len(merges) == 1:
             _flip_bytes(segment_urls[2])
-        return merge_and_publish(segment_urls, *args)
+        return merge_and_publish(segment_urls, *args, **kwargs)
 
     summary = JobRunner(
         parse_spec(job_spec(media, out, "tamper")), parts=DriverParts(merge=merge_changing_a_segment)
