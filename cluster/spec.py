@@ -19,6 +19,7 @@ whose field is the dotted path of the offending value (``shots[1].url``,
     output:
       url: "s3://deliveries/ep101/{shot}.mov"            # sequences: "{shot}/{shot}_recast.####.exr"
       codec: prores
+      colour: {primaries: bt709, transfer: bt709, matrix: bt709, range: tv}  # default: the source's
       if_exists: fail                                   # fail | skip | overwrite
     chunking: {seconds: 20}
     resources: {gpus_per_actor: 1, max_actors: 8}
@@ -40,6 +41,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, check_media_url, overridden
 from pipeline import storage
+from pipeline.colour import OutputColour
 from pipeline.configbase import Frozen
 from pipeline.encode import EncodeSettings
 from pipeline.errors import SpecError
@@ -85,6 +87,8 @@ class OutputSpec(Frozen):
     pass_url: str | None = None
     """Where passes go, a template with ``{pass}`` (and ``{shot}``, ``{job_id}``) and no extension;
     None: beside the output, named ``<output>_<pass>``."""
+    colour: OutputColour | None = None
+    """Video outputs: colour tags to write instead of each source's (see :mod:`pipeline.colour`)."""
 
     @field_validator("pass_url")
     @classmethod
@@ -117,6 +121,9 @@ class OutputSpec(Frozen):
         problem = self.container_problem(self.url)
         if problem:
             raise ValueError(problem)
+        problem = self.colour.range_problem(self.codec) if self.colour is not None else None
+        if problem:
+            raise _FieldError("output.colour.range", problem)
         return self
 
     def container_problem(self, url: str) -> str | None:
@@ -134,7 +141,7 @@ class OutputSpec(Frozen):
 
     def encode_settings(self) -> EncodeSettings:
         """The encoder settings for every segment of the job."""
-        fields: dict[str, Any] = {"codec": self.codec, "hardware": self.hardware}
+        fields: dict[str, Any] = {"codec": self.codec, "hardware": self.hardware, "colour": self.colour}
         if self.quality is not None:
             fields["quality"] = self.quality
         if self.preset is not None:
