@@ -18,6 +18,7 @@ from cluster.driver import run_job
 from cluster.spec import parse_spec
 from jobs.bench.clips import write_source_image
 from pipeline.colour import UNSPECIFIED, ColourTags
+from pipeline.colr import read_colr
 from pipeline.probe import probe
 from tests.colour_media import SOURCES, TAGS, assert_kept, frame_errors, frame_tags, read_back, write_sources
 
@@ -58,6 +59,13 @@ def _check_shot(codec: str, shot, source_url: str, want: ColourTags) -> None:
     assert shot.status == "published" and shot.chunks == 2, (shot.name, shot.status, shot.error)
     assert shot.colour == want.as_dict(), (shot.name, shot.colour)
     assert read_back(shot.output_url) == want, shot.name
+    box = read_colr(shot.output_url)
+    if not want.describes_colour():
+        assert box is None, (shot.name, box)  # no box: the file's way of saying unspecified
+    else:
+        assert box is not None and want.codes()[:3] == (box.primaries, box.transfer, box.matrix), shot.name
+        # MP4's nclx also carries the range; QuickTime's nclc has no field for it.
+        assert box.full_range == (want.range == "pc" if codec in ("h264", "hevc") else None), shot.name
     if codec.startswith("prores"):
         # ProRes also states primaries, transfer and matrix in every frame's header.
         assert frame_tags(shot.output_url) == want, shot.name
