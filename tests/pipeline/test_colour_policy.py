@@ -16,7 +16,7 @@ from pipeline.encode import EncodeSettings, choose_encoder
 from pipeline.merge import merge_segments
 from pipeline.probe import VideoInfo, probe
 from tests.clips import render_identity, write_clip
-from tests.colour_media import SOURCES, assert_kept, frame_errors, frame_tags, read_back
+from tests.colour_media import SOURCES, TAGS, assert_kept, frame_errors, frame_tags, read_back
 
 BT709 = ColourTags("bt709", "bt709", "bt709", "tv")
 
@@ -108,3 +108,14 @@ def test_the_override_converts_with_the_matrix_and_range_it_writes(tmp_path) -> 
     box = read_colr(out)
     assert box is not None and box.kind == "nclx" and box.full_range
     assert_kept(frame_errors(info, out, want), "h264 with output.colour", eight_bit=False)
+
+
+@pytest.mark.parametrize("name", ["bt709tenbit", "bt601full"])
+def test_prores_frame_headers_state_the_sources_colour(name, tmp_path) -> None:
+    # Before: prores_ks wrote each frame's own (unset) primaries and transfer, and a full-range
+    # source was stored full range in a codec that only has limited.
+    info = probe(write_clip(tmp_path / f"{name}.mp4", SOURCES[name]))
+    out = _merged(info, EncodeSettings(codec="prores"), tmp_path / "prores", ".mov")
+    want = dataclasses.replace(TAGS[name], range="tv")
+    assert frame_tags(out) == read_back(out) == want
+    assert_kept(frame_errors(info, out, want), f"prores {name}", eight_bit=False)
