@@ -16,6 +16,7 @@ from typing import Self
 from actors.rendering import Rendered
 from pipeline import storage
 from pipeline.chunking import Chunk
+from pipeline.colour import ColourTags, written_tags
 from pipeline.decode import Frame
 from pipeline.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
 from pipeline.hashing import sha256_file
@@ -31,11 +32,14 @@ def pass_segment_url(segment_url: str, name: str) -> str:
     return os.path.splitext(segment_url)[0] + f".{name}.mov"
 
 
-def pass_encoder(info: VideoInfo) -> tuple[VideoInfo, EncoderChoice]:
-    """The 16-bit RGB source description and ProRes 4444 (with alpha) encoder of the pass movies."""
+def pass_encoder(info: VideoInfo, colour: ColourTags | None = None) -> tuple[VideoInfo, EncoderChoice]:
+    """The 16-bit RGB source description and ProRes 4444 (with alpha) encoder of the pass movies.
+
+    ``colour``: the output's tags, which the passes carry too (None: the source's)."""
     deep = dataclasses.replace(info, bit_depth=16, pix_fmt="yuva444p10le")
     choice = choose_encoder(EncodeSettings(codec="prores_4444"), deep)
-    return deep, dataclasses.replace(choice, pix_fmt="yuva444p10le")
+    tags = written_tags("prores_4444", colour) if colour is not None else choice.colour
+    return deep, dataclasses.replace(choice, pix_fmt="yuva444p10le", colour=tags)
 
 
 class ChunkSegments:
@@ -59,7 +63,7 @@ class ChunkSegments:
         self._stack.enter_context(self.writers[""])
         names = [p for p in passes if p in VIDEO_PASSES]
         if names:
-            deep, choice = pass_encoder(info)
+            deep, choice = pass_encoder(info, encoder.colour)
             for name in names:
                 self.paths[name] = os.path.join(folder, f"segment.{name}.mov")
                 self.writers[name] = SegmentWriter(self.paths[name], deep, choice, chunk, threads=threads)

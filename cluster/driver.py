@@ -237,7 +237,7 @@ class JobRunner:
         )
         runs = []
         for rank, (shot, encoder) in enumerate(zip(planned, encoders, strict=True)):
-            self._observer.encoder_chosen(shot.ref.name, encoder.name)
+            self._observer.encoder_chosen(shot.ref.name, encoder.name, encoder.colour)
             runs.append(ShotRun(shot=shot, rank=rank, encoder=encoder, info_ref=ray.put(shot.info)))
         return runs
 

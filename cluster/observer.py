@@ -23,6 +23,7 @@ from cluster.progress import Progress
 from cluster.report import actor_busy_ratios, build_report, write_report
 from cluster.summary import JobSummary, ShotSummary
 from pipeline import storage
+from pipeline.colour import ColourTags
 from pipeline.errors import RecastError
 from pipeline.probe import VideoInfo
 from pipeline.provenance.redact import redact
@@ -121,8 +122,10 @@ class JobObserver:
     def warn(self, warnings: list[str]) -> None:
         self.summary.warnings.extend(warnings)
 
-    def encoder_chosen(self, shot: str, encoder: str) -> None:
+    def encoder_chosen(self, shot: str, encoder: str, colour: ColourTags | None = None) -> None:
+        """The shot's encoder and the colour tags its output carries (None: an image sequence)."""
         self.shots[shot].encoder = encoder
+        self.shots[shot].colour = colour.as_dict() if colour is not None else None
 
     def actors_joined(self, infos: list[dict[str, Any]]) -> None:
         """Actors that became ready after the warm-up (e.g. on new nodes)."""

@@ -18,6 +18,7 @@ dotted path of the offending value (``shots[1].url``...); unknown keys are rejec
     output:
       url: "s3://deliveries/ep101/{shot}.mov"            # sequences: "{shot}/{shot}_recast.####.exr"
       codec: prores
+      colour: {primaries: bt709, transfer: bt709, matrix: bt709, range: tv}  # default: the source's
       if_exists: fail                                   # fail | skip | overwrite
     chunking: {seconds: 20}
     resources: {gpus_per_actor: 1, max_actors: 8}
@@ -30,7 +31,6 @@ submit --working-dir``) the job runs in a copy of it: give outputs as absolute p
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -38,15 +38,14 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from cluster.lease import LeaseConfig
-from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, check_media_url, overridden
+from cluster.output_spec import FieldError, OutputSpec
+from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, overridden
 from pipeline import storage, yamlload
 from pipeline.configbase import Frozen
-from pipeline.encode import EncodeSettings
 from pipeline.errors import InputRefused, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.limits import CHUNK_MAX_SECONDS, SPEC_MAX_BYTES, InputLimits, min_chunk_seconds
 from pipeline.models.runtime.settings import ExecutionConfig, recast_cache_root
-from pipeline.plates.sequence import is_sequence_url
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
 from pipeline.provenance.redact import find_url_credentials, redact_text
 from pipeline.qc.config import QcConfig
@@ -75,89 +74,6 @@ class ModelsSpec(Frozen):
                 f"{value!r} is outside the cache root {root} (set RECAST_CACHE_DIR on the cluster to move it)"
             )
         return value
-
-
-class OutputSpec(Frozen):
-    """Where and how each shot is written.
-
-    ``url`` is a template with ``{shot}`` (and optionally ``{job_id}``); its
-    extension picks the container.  ``work_url`` holds segments and the job
-    summary; by default ``.recast-work/<job_id>/`` beside the first output.
-    """
-
-    url: str
-    codec: Literal["h264", "hevc", "prores", "prores_4444", "prores_4444xq", "dnxhr_hqx"] = "h264"
-    quality: int | None = None
-    preset: str | None = None
-    hardware: bool = True
-    if_exists: Literal["fail", "skip", "overwrite"] = "fail"
-    work_url: str | None = None
-    include_handles: bool = True
-    """Deliver the handles (rendered) too; false: video outputs hold only ``frames``, and image
-    sequences keep their handle frames as the source's."""
-    compression: str | None = None
-    """Image sequences: the EXR/TIFF compression of rendered frames (``piz``, ``zip``,
-    ``dwaa``...); None: each frame's own."""
-    passes: tuple[Literal["matte", "face", "tracks"], ...] = ()
-    """Compositing passes written beside each output (see :mod:`pipeline.passes`)."""
-    pass_url: str | None = None
-    """Where passes go, a template with ``{pass}`` (and ``{shot}``, ``{job_id}``) and no extension;
-    None: beside the output, named ``<output>_<pass>``."""
-
-    @field_validator("pass_url")
-    @classmethod
-    def _pass_template(cls, url: str | None) -> str | None:
-        if url is None:
-            return None
-        if "{pass}" not in url:
-            raise ValueError("needs a {pass} placeholder")
-        unknown = set(re.findall(r"{([^}]*)}", url)) - {"shot", "job_id", "pass"}
-        if unknown:
-            raise ValueError(
-                f"unknown placeholder(s) {sorted(unknown)}; use {{shot}}, {{job_id}} and {{pass}}"
-            )
-        return url
-
-    @field_validator("url")
-    @classmethod
-    def _container(cls, url: str) -> str:
-        # {ext}: the source's own extension, so one template delivers .exr and .dpx plates alike.
-        check_media_url(url.replace(".{ext}", ".exr") if url.endswith(".{ext}") else url)
-        unknown = set(re.findall(r"{([^}]*)}", url)) - {"shot", "job_id", "ext"}
-        if unknown:
-            raise ValueError(
-                f"unknown placeholder(s) {sorted(unknown)}; use {{shot}}, {{job_id}} and {{ext}}"
-            )
-        return url
-
-    @model_validator(mode="after")
-    def _codec_in_its_container(self) -> OutputSpec:
-        problem = self.container_problem(self.url)
-        if problem:
-            raise ValueError(problem)
-        return self
-
-    def container_problem(self, url: str) -> str | None:
-        """Why ``codec`` cannot be written to ``url``'s container (None: it can, or ``url`` is a sequence)."""
-        if is_sequence_url(url) or "{ext}" in url:
-            return None  # image sequences are written in their own format; {ext} is checked per shot
-        url = url.lower()
-        if self.codec.startswith("prores") and not url.endswith(".mov"):
-            return f"codec {self.codec} needs a .mov output url"
-        if self.codec == "dnxhr_hqx" and not url.endswith((".mov", ".mxf")):
-            return "codec dnxhr_hqx needs a .mov or .mxf output url"
-        if url.endswith(".mxf") and self.codec != "dnxhr_hqx":
-            return f"codec {self.codec} cannot be written to .mxf; only dnxhr_hqx can"
-        return None
-
-    def encode_settings(self) -> EncodeSettings:
-        """The encoder settings for every segment of the job."""
-        fields: dict[str, Any] = {"codec": self.codec, "hardware": self.hardware}
-        if self.quality is not None:
-            fields["quality"] = self.quality
-        if self.preset is not None:
-            fields["preset"] = self.preset
-        return EncodeSettings(**fields)
 
 
 class ChunkingSpec(Frozen):
@@ -243,9 +159,9 @@ class ProvenanceSpec(Frozen):
     @model_validator(mode="after")
     def _project_with_policy(self) -> ProvenanceSpec:
         if self.policy_url is not None and not self.project:
-            raise _FieldError("provenance.project", "required when provenance.policy_url is set")
+            raise FieldError("provenance.project", "required when provenance.policy_url is set")
         if self.signer is not None and self.signer.timestamp_url is not None:
-            raise _FieldError(
+            raise FieldError(
                 "provenance.signer.timestamp_url",
                 "a job spec cannot choose the time-stamp authority: set timestamp_url in the studio "
                 "policy or RECAST_TIMESTAMP_URL on the cluster",
@@ -319,23 +235,14 @@ class JobSpec(Frozen):
 def _check_selection(selection: SelectionConfig, known: set[str], field: str) -> None:
     if selection.mode in ("all", "largest"):
         if selection.source not in known:
-            raise _FieldError(f"{field}.source", f"{selection.source!r} is not in identities")
+            raise FieldError(f"{field}.source", f"{selection.source!r} is not in identities")
         return
     if not selection.references:
-        raise _FieldError(f"{field}.references", "mode reference needs at least one mapping")
+        raise FieldError(f"{field}.references", "mode reference needs at least one mapping")
     for ref, src in selection.references.items():
         for name in (ref, src):
             if name not in known:
-                raise _FieldError(f"{field}.references.{ref}", f"{name!r} is not in identities")
-
-
-class _FieldError(ValueError):
-    """A cross-field problem that knows its own dotted field path."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(reason)
-        self.field = field
-        self.reason = reason
+                raise FieldError(f"{field}.references.{ref}", f"{name!r} is not in identities")
 
 
 def dotted(loc: tuple[int | str, ...]) -> str:
@@ -370,7 +277,7 @@ def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
     except ValidationError as exc:
         err = exc.errors()[0]
         ctx_error = (err.get("ctx") or {}).get("error")
-        if isinstance(ctx_error, _FieldError):
+        if isinstance(ctx_error, FieldError):
             raise SpecError(ctx_error.field, ctx_error.reason) from None
         loc = tuple(p for p in err["loc"])
         message = str(err["msg"]).removeprefix("Value error, ")

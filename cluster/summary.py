@@ -31,6 +31,8 @@ class ShotSummary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     """Summed over chunks (actor-seconds), plus ``track``, ``plan`` and ``merge`` on the driver."""
     encoder: str | None = None
+    colour: dict[str, str] | None = None
+    """Video outputs: the colour tags written (primaries, transfer, matrix, range; FFmpeg's names)."""
     providers: dict[str, list[str]] = field(default_factory=dict)
     chunk_actors: list[str] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)

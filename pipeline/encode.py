@@ -22,8 +22,11 @@ profile ``dnxhr_hqx`` in ``yuv422p10le`` (DNxHR needs at least 256x120 and an
 even width).  All three take 8-bit sources too (stored at 10 bit), are
 intra-only and write MOV segments; alpha is dropped by every other codec.
 
-Colour: RGB frames are converted with the source's matrix and range and the
-encoder carries the source's colour tags (never swscale's silent BT.601).
+Colour (:mod:`pipeline.colour`): the encoder, every frame and the MOV/MP4
+``colr`` box carry the tags of :attr:`EncoderChoice.colour` (the source's, or
+``output.colour``'s, as the codec can say them), and RGB frames are converted
+with that matrix and range (never swscale's silent BT.601).  ProRes keeps its
+tags in each frame's header, so frames carry them as well as the encoder.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from av.video.stream import VideoStream
 from pydantic import field_validator
 
 from pipeline.chunking import Chunk
-from pipeline.colour import MATRICES, PRIMARIES, RANGES, TRANSFERS, code_of, sws_matrix, sws_range
+from pipeline.colour import ColourTags, OutputColour, conversion, mux_options, output_tags, source_tags
 from pipeline.configbase import Frozen
 from pipeline.decode import Frame, has_alpha, rgb_format
 from pipeline.errors import MediaError, SpecError
@@ -71,12 +74,14 @@ class EncodeSettings(Frozen):
     """How segments are encoded.  ``quality`` is CRF-like: lower is better (0-51).
 
     For ProRes and DNxHR, ``quality`` and ``preset`` are ignored: their profiles fix the quality.
+    ``colour``: tags to write instead of the source's (None: the source's).
     """
 
     codec: Literal["h264", "hevc", "prores", "prores_4444", "prores_4444xq", "dnxhr_hqx"] = "h264"
     quality: int = 18
     preset: str = "medium"
     hardware: bool = True
+    colour: OutputColour | None = None
 
     @field_validator("quality")
     @classmethod
@@ -95,7 +100,7 @@ class EncodeSettings(Frozen):
 
 @dataclass(frozen=True)
 class EncoderChoice:
-    """The encoder and every option used for all segments of one job."""
+    """The encoder and every option used for all segments of one job (``colour``: the tags they carry)."""
 
     name: str
     pix_fmt: str
@@ -103,6 +108,7 @@ class EncoderChoice:
     hardware: bool
     container: str
     gop_size: int = 0
+    colour: ColourTags | None = None
 
 
 @functools.lru_cache(maxsize=64)
@@ -229,7 +235,13 @@ def choose_encoder(settings: EncodeSettings, info: VideoInfo) -> EncoderChoice:
             }
             container = "mp4"
         choice = EncoderChoice(
-            name=name, pix_fmt=pix_fmt, options=options, hardware=hardware, container=container, gop_size=gop
+            name=name,
+            pix_fmt=pix_fmt,
+            options=options,
+            hardware=hardware,
+            container=container,
+            gop_size=gop,
+            colour=output_tags(settings.codec, info, settings.colour),
         )
         log.info("encoder for %s: %s %s %s", info.url, name, pix_fmt, options)
         return choice
@@ -254,15 +266,18 @@ class SegmentWriter:
         self.frames_written = 0
         self._closed = False
         self._next_index = chunk.start_frame
-        self._matrix = sws_matrix(info.colorspace, info.height)
-        self._range = sws_range(info.color_range, info.pix_fmt)
+        self.colour = choice.colour or source_tags(info)
+        self._tags = self.colour.codes()
+        self._matrix, self._range = conversion(self.colour, info.height, choice.pix_fmt)
         self._rgb_format = rgb_format(info)
         self._alpha = has_alpha(choice.pix_fmt)
         self._opaque: np.ndarray | None = None  # the alpha plane of frames that carry none
         self._reformatter = VideoReformatter()
         os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
         try:
-            self._container = av.open(path, mode="w", format=choice.container)
+            self._container = av.open(
+                path, mode="w", format=choice.container, options=mux_options(choice.container, self.colour)
+            )
             tb = info.time_base
             stream = cast(
                 VideoStream, self._container.add_stream(choice.name, rate=info.frame_rate or Fraction(25))
@@ -275,10 +290,7 @@ class SegmentWriter:
             if threads:
                 ctx.thread_count = threads
             ctx.options = dict(choice.options)
-            ctx.color_primaries = code_of(PRIMARIES, info.color_primaries, 2)
-            ctx.color_trc = code_of(TRANSFERS, info.color_trc, 2)
-            ctx.colorspace = code_of(MATRICES, info.colorspace, 2)
-            ctx.color_range = code_of(RANGES, info.color_range, 0) or (2 if self._range == "JPEG" else 1)
+            ctx.color_primaries, ctx.color_trc, ctx.colorspace, ctx.color_range = self._tags
             if info.rotation:
                 stream.set_display_rotation(info.rotation)
             self._stream = stream
@@ -322,6 +334,8 @@ class SegmentWriter:
             src_color_range="JPEG",
             dst_color_range=self._range,
         )
+        # ProRes writes each frame's own tags into its header (the reformat leaves them unspecified).
+        yuv.color_primaries, yuv.color_trc, yuv.colorspace, yuv.color_range = self._tags
         yuv.pts = frame.pts - self.chunk.start_pts
         yuv.time_base = self.info.time_base
         self._mux(self._stream.encode(yuv))

@@ -12,6 +12,10 @@ only source frames ``[a, b)`` and the output is that range alone, starting at
 0, with its own timecode and the audio of the same span (see
 :func:`merge_segments`).  MXF takes only PCM audio and a constant frame rate:
 an AAC or VFR source to MXF is refused (no audio is dropped silently).
+
+Colour: the output says what the segments' own ``colr`` box says (primaries,
+transfer, matrix; unspecified without one) and the range their stream states,
+never what a decoder fills in (:mod:`pipeline.colr`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from typing import cast
 import av
 
 from pipeline import storage
+from pipeline.colour import ColourTags, mux_options
+from pipeline.colr import read_colr
 from pipeline.errors import MediaError, SpecError
 from pipeline.hashing import fetch_verified
 from pipeline.probe import VideoInfo, open_container, video_stream
@@ -222,11 +228,14 @@ def _write(
     window: tuple[int, int] | None,
 ) -> int:
     with contextlib.ExitStack() as stack:
-        out = stack.enter_context(av.open(local_out, mode="w", format=fmt))
         first = stack.enter_context(open_container(paths[0]))
         template = video_stream(segment_urls[0], first)
+        colour = _segment_colour(paths[0], template)
+        out = stack.enter_context(av.open(local_out, mode="w", format=fmt, options=mux_options(fmt, colour)))
         extradata = template.codec_context.extradata
         out_video = out.add_stream_from_template(template)
+        ctx = out_video.codec_context
+        ctx.color_primaries, ctx.color_trc, ctx.colorspace, ctx.color_range = colour.codes()
         out_video.time_base = info.time_base
         if template.codec_context.name == "prores":
             # The fourcc is ProRes's profile (apch HQ, ap4h 4444, ap4x XQ); untold, MOV writes apch.
@@ -298,6 +307,16 @@ def _write(
                 frames += 1
             out.mux(packet)
         return frames
+
+
+def _segment_colour(path: str, stream: av.VideoStream) -> ColourTags:
+    """The tags a segment was written with: its ``colr`` box (none: unspecified) and its stream's range."""
+    ctx = stream.codec_context
+    box = read_colr(path) if path.endswith((".mov", ".mp4")) else None
+    if box is None:
+        return ColourTags.from_codes(2, 2, 2, ctx.color_range)
+    colour_range = ctx.color_range if box.full_range is None else (2 if box.full_range else 1)
+    return ColourTags.from_codes(box.primaries, box.transfer, box.matrix, colour_range)
 
 
 def _materialise(packets: Iterator[av.Packet]) -> Iterator[av.Packet]:

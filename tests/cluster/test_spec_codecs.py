@@ -52,3 +52,39 @@ def test_shot_outputs_may_be_mxf() -> None:
     data = _spec("dnxhr_hqx", "/out/{shot}.mxf")
     data["shots"][0]["output"] = "/elsewhere/a.mxf"
     assert parse_spec(data).shots[0].output == "/elsewhere/a.mxf"
+
+
+def test_output_colour_is_parsed_into_the_encode_settings() -> None:
+    data = _spec("prores", "/out/{shot}.mov")
+    data["output"]["colour"] = {"primaries": "bt2020", "transfer": "smpte2084", "matrix": "bt2020nc"}
+    colour = parse_spec(data).output.encode_settings().colour
+    assert colour is not None and (colour.primaries, colour.transfer, colour.matrix, colour.range) == (
+        "bt2020",
+        "smpte2084",
+        "bt2020nc",
+        None,
+    )
+    assert parse_spec(_spec("h264", "/out/{shot}.mp4")).output.encode_settings().colour is None
+
+
+@pytest.mark.parametrize(
+    ("codec", "url", "colour", "field", "words"),
+    [
+        ("h264", "/out/{shot}.mp4", {"primaries": "rec709"}, "output.colour.primaries", "not an FFmpeg primaries name"),
+        ("h264", "/out/{shot}.mp4", {"transfer": "PQ"}, "output.colour.transfer", "not an FFmpeg transfer name"),
+        ("h264", "/out/{shot}.mp4", {"matrix": "ictcp"}, "output.colour.matrix", "cannot be converted to"),
+        ("h264", "/out/{shot}.mp4", {"range": "limited"}, "output.colour.range", "use one of tv, pc or unspecified"),
+        ("h264", "/out/{shot}.mp4", {"range": 1}, "output.colour.range", "valid string"),
+        ("h264", "/out/{shot}.mp4", {"gamma": "2.4"}, "output.colour.gamma", "unknown key"),
+        ("prores", "/out/{shot}.mov", {"range": "pc"}, "output.colour.range", "prores stores limited range only"),
+        ("prores_4444xq", "/out/{shot}.mov", {"range": "pc"}, "output.colour.range", "limited range only"),
+        ("hevc", "/out/{shot}.mp4", {"range": "unspecified"}, "output.colour.range", "hevc always states a range"),
+        ("dnxhr_hqx", "/out/{shot}.mxf", {"range": "unspecified"}, "output.colour.range", "always states a range"),
+    ],
+)  # fmt: skip
+def test_bad_output_colour(codec: str, url: str, colour: dict, field: str, words: str) -> None:
+    data = _spec(codec, url)
+    data["output"]["colour"] = colour
+    with pytest.raises(SpecError) as err:
+        parse_spec(data)
+    assert err.value.field == field and words in err.value.reason, str(err.value)

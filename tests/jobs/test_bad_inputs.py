@@ -163,6 +163,16 @@ def test_bad_model_pack(media, dest, tmp_path, capsys, damage, words, no_ray, mo
         (lambda s: s["chunking"].update(seconds=0.1), "chunking", ["between"]),
         (lambda s: s["chunking"].update(seconds=600), "chunking", ["between"]),
         (lambda s: s.update(shots=[]), "shots", []),
+        (
+            lambda s: s["output"].update(colour={"matrix": "rec709"}),
+            "output.colour.matrix",
+            ["FFmpeg matrix"],
+        ),
+        (
+            lambda s: s["output"].update(codec="hevc", colour={"range": "unspecified"}),
+            "output.colour.range",
+            ["hevc always states a range"],
+        ),
     ],
 )
 def test_bad_spec(media, dest, tmp_path, capsys, edit, field, words, no_ray) -> None:
