@@ -19,6 +19,8 @@ def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResul
         extra["passes"] = dict(record.passes)
     if record.qc:
         extra["qc"] = list(record.qc)
+    if record.watermark is not None:
+        extra["watermark"] = record.watermark
     return SegmentResult(
         chunk_index=record.chunk,
         url=record.segment_url,
@@ -32,6 +34,24 @@ def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResul
         actor=record.actor or "manifest",
         wall_seconds=0.0,
         extra=extra,
+    )
+
+
+def segment_record(result: SegmentResult, key: str) -> RenderRecord:
+    """The record that commits a segment just rendered under ``key`` (the inverse of :func:`reused_segment`)."""
+    return RenderRecord(
+        chunk=result.chunk_index,
+        key=key,
+        segment_url=result.url,
+        sha256=result.sha256,
+        bytes=result.bytes,
+        frames=result.frames,
+        faces_swapped=result.faces_swapped,
+        actor=result.actor,
+        frame_files=tuple(tuple(f) for f in result.extra.get("frame_files", ())),
+        passes=dict(result.extra.get("passes", {})),
+        qc=tuple(result.extra.get("qc", ())),
+        watermark=result.extra.get("watermark"),
     )
 
 

@@ -20,11 +20,10 @@ import numpy as np
 from ray.exceptions import RayActorError
 
 from actors.results import ChunkAnalysis, SegmentResult
-from cluster.calls import analyze_call, render_call, reused_segment
+from cluster.calls import analyze_call, render_call, reused_segment, segment_record
 from cluster.checks import PreparedJob
 from cluster.dispatch import Dispatcher, Elasticity, Outcome, WorkItem
 from cluster.ledger import Ledger
-from cluster.manifest import RenderRecord
 from cluster.observer import JobObserver, ShotSource
 from cluster.planner import ShotPlanner, ShotRenders
 from cluster.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
@@ -221,20 +220,9 @@ class JobLoop:
 
     def _commit_segment(self, run: ShotRun, result: SegmentResult) -> BaseException | None:
         """Check the uploaded segment, then record it (the commit); returns the error if it is not right."""
-        record = RenderRecord(
-            chunk=result.chunk_index,
-            key=run.render_keys[result.chunk_index],
-            segment_url=result.url,
-            sha256=result.sha256,
-            bytes=result.bytes,
-            frames=result.frames,
-            faces_swapped=result.faces_swapped,
-            actor=result.actor,
-            frame_files=tuple(tuple(f) for f in result.extra.get("frame_files", ())),
-            passes=dict(result.extra.get("passes", {})),
-            qc=tuple(result.extra.get("qc", ())),
+        return self.ledger.commit_segment(
+            run.name, segment_record(result, run.render_keys[result.chunk_index])
         )
-        return self.ledger.commit_segment(run.name, record)
 
     def _track_ready(self, run: ShotRun) -> None:
         """Track every analysed chunk that follows the last tracked one, in order; plan once all are."""

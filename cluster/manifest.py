@@ -185,6 +185,8 @@ class RenderRecord:
     pass -> [pattern URL, [[frame, sha256, bytes], ...]]."""
     qc: tuple[dict[str, Any], ...] = ()
     """QC measures of the chunk's replaced faces (:class:`pipeline.qc.records.FaceMeasure` dicts)."""
+    watermark: dict[str, Any] | None = None
+    """The chunk's watermark: payload, step and the marked frames' runs (:class:`actors.marking.FrameMarker`)."""
 
     def files_intact(self) -> bool:
         """The segment (or every frame written), and every pass's, is there with the size the actor wrote."""
@@ -337,6 +339,7 @@ class JobManifest:
             frame_files=tuple((int(n), str(h), int(b)) for n, h, b in record.get("frame_files", ())),
             passes=dict(record.get("passes", {})),
             qc=tuple(record.get("qc", ())),
+            watermark=record.get("watermark"),
         )
         try:
             if not found.files_intact():
@@ -360,6 +363,7 @@ class JobManifest:
                 **({"frame_files": [list(f) for f in record.frame_files]} if record.frame_files else {}),
                 **({"passes": record.passes} if record.passes else {}),
                 **({"qc": list(record.qc)} if record.qc else {}),
+                **({"watermark": record.watermark} if record.watermark is not None else {}),
             },
         )
 

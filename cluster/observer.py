@@ -188,6 +188,7 @@ class JobObserver:
         summary = self.shots[shot]
         summary.chunks_reused += 1
         summary.faces_swapped += record.faces_swapped
+        summary.add_watermark(record.watermark)
         self.progress.update(shot, frames)
 
     def segment_done(self, shot: str, result: SegmentResult, call_seconds: float, frames: int) -> None:
@@ -197,6 +198,7 @@ class JobObserver:
         summary.chunks_rendered += 1
         summary.add_stages(result.stage_seconds)
         summary.faces_swapped += result.faces_swapped
+        summary.add_watermark(result.extra.get("watermark"))
         for role, providers in result.providers.items():
             summary.providers.setdefault(role, list(providers))
         self.metrics.chunk_done(shot, call_seconds, frames, result.faces_swapped, result.stage_seconds)
