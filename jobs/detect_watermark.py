@@ -48,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.window < 1 or args.max_frames < 1:
         print("recast detect_watermark: --window and --max-frames must be at least 1", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.step is not None and not args.step > 0:
+        print(f"recast detect_watermark: --step must be positive, got {args.step}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
     import av
 
@@ -56,7 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pipeline.provenance.watermark_read import read_clip, scan
 
     try:
-        config = watermark.WatermarkConfig(key=args.key, **({"step": args.step} if args.step else {}))
+        config = watermark.WatermarkConfig(
+            key=args.key, **({"step": args.step} if args.step is not None else {})
+        )
         detector = None if args.all_blocks else _detector(args.pack)
         reading = read_clip(args.video, detector, max_frames=args.max_frames)
     except (RecastError, av.FFmpegError, ValueError) as exc:

@@ -59,6 +59,7 @@ def read_clip(url: str, detector: Detector | None, *, max_frames: int) -> ClipRe
     import av
 
     from pipeline import storage
+    from pipeline.errors import RecastError
 
     blocks: list[list[BlockCoeffs]] = []
     faces: list[int] = []
@@ -66,6 +67,8 @@ def read_clip(url: str, detector: Detector | None, *, max_frames: int) -> ClipRe
         storage.fetched(url, suffix=PurePosixPath(url).suffix) as local,
         av.open(local) as container,
     ):
+        if not container.streams.video:
+            raise RecastError(f"{url}: has no video stream")
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         batch: list[Any] = []
