@@ -3,8 +3,10 @@
 The mark is blockwise QIM (quantisation index modulation) on the luma of
 8x8 blocks, in a few low-frequency DCT coefficients that survive H.264 at
 usual CRFs.  Blocks lie on a grid anchored at the frame origin, so a detector
-finds them again in a re-encoded file of the same size with or without the
-face boxes.
+finds them again in a re-encoded file of the same size (not in a resized one:
+the grid no longer lines up); a detector reads the blocks inside the faces it
+finds (:mod:`pipeline.provenance.watermark_read`), since the unmarked rest of a
+frame drowns the mark when the face is small.
 
 Payload: 32 bits (e.g. ``job_payload(job_id)``) plus 24 check bits derived
 from it with a keyed hash.  Every coefficient slot carries one of the 56 coded
