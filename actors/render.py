@@ -27,13 +27,14 @@ import socket
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
 from pydantic import Field
 
 from actors.consent import PictureEmbeddings
+from actors.marking import FrameMarker
 from actors.output import redact_actor_output
 from actors.plates import PlateFrames, frames_writer
 from actors.rendering import BatchRenderer, IdentityCheck
@@ -258,7 +259,7 @@ class RenderWorker(PictureEmbeddings):
         expected = self._check_tasks(chunk, tasks_per_frame)
         renderer = self.renderer(faces)
         stage_before = dict(renderer.stage_seconds)
-        batches = self._batch_renderer(renderer, chunk, tasks_per_frame)
+        batches = self._batch_renderer(renderer, info, chunk, tasks_per_frame)
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
             with ChunkSegments(
                 tmp, info, encoder, chunk, self.config.passes, threads=self.config.codec_threads
@@ -310,7 +311,7 @@ class RenderWorker(PictureEmbeddings):
         self._check_tasks(chunk, tasks_per_frame)
         renderer = self.renderer(faces)
         stage_before = dict(renderer.stage_seconds)
-        batches = self._batch_renderer(renderer, chunk, tasks_per_frame)
+        batches = self._batch_renderer(renderer, info, chunk, tasks_per_frame)
         written, stages, times, files = self.plates.render(
             info,
             chunk,
@@ -337,7 +338,7 @@ class RenderWorker(PictureEmbeddings):
         return expected
 
     def _batch_renderer(
-        self, renderer: Renderer, chunk: Chunk, tasks_per_frame: Sequence[Sequence[FaceTask]]
+        self, renderer: Renderer, info: VideoInfo, chunk: Chunk, tasks_per_frame: Sequence[Sequence[FaceTask]]
     ) -> BatchRenderer:
         """The process stage of a chunk: faces, marks, mattes for passes and QC, QC measures."""
         config = self.config
@@ -348,8 +349,9 @@ class RenderWorker(PictureEmbeddings):
             recognizer = self.models.recognizer
             references = {name: np.asarray(i.embedding, np.float32) for name, i in self.identities.items()}
             identity = IdentityCheck(recognizer.embed_aligned, int(recognizer.crop_size), references)
+        mark = FrameMarker(config.watermark, config.watermark_payload, config.review_label, info.frame_number)
         return BatchRenderer(
-            renderer, chunk, tasks_per_frame, mark=self._mark if marking else None,
+            renderer, chunk, tasks_per_frame, mark=mark if marking else None,
             mattes=bool(config.passes), qc=qc, identity=identity,
         )  # fmt: skip
 
@@ -357,6 +359,8 @@ class RenderWorker(PictureEmbeddings):
     def _with_qc(extra: dict[str, Any], batches: BatchRenderer) -> dict[str, Any]:
         if batches.qc is not None:
             extra["qc"] = [m.to_dict() for m in batches.measures]
+        if batches.mark is not None and (marked := batches.mark.record()) is not None:
+            extra["watermark"] = marked  # which frames got the mark, and its strength
         return extra
 
     def _result(
@@ -382,18 +386,6 @@ class RenderWorker(PictureEmbeddings):
             dict(self.models.providers), encoder, self.label, time.perf_counter() - started,
             times.process_busy_share, extra or {},
         )  # fmt: skip
-
-    def _mark(self, rgb: np.ndarray, tasks: Sequence[FaceTask]) -> np.ndarray:
-        """The watermark in the replaced faces' boxes, then the review label, as configured."""
-        from pipeline.provenance.watermark import embed, label
-
-        config = self.config
-        if config.watermark is not None and config.watermark_payload is not None and tasks:
-            boxes = cast(list[Sequence[float]], [task.box for task in tasks])  # (4,) arrays of x1, y1, x2, y2
-            rgb = embed(rgb, boxes, config.watermark_payload, config.watermark)
-        if config.review_label:
-            rgb = label(rgb)
-        return rgb
 
 
 RenderActor = ray.remote(RenderWorker)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from actors.marking import FrameMarker
 from pipeline.chunking import Chunk
 from pipeline.decode import Frame
 from pipeline.faces.types import FaceTask
@@ -51,7 +52,7 @@ class BatchRenderer:
         chunk: Chunk,
         tasks_per_frame: Sequence[Sequence[FaceTask]],
         *,
-        mark: Callable[[np.ndarray, Sequence[FaceTask]], np.ndarray] | None,
+        mark: FrameMarker | None,
         mattes: bool,
         qc: QcConfig | None,
         identity: IdentityCheck | None,
@@ -78,7 +79,7 @@ class BatchRenderer:
             outs = self.renderer.render([f.rgb for f in frames], tasks)
         if self.mark is not None:
             # After the faces are rendered, before encoding: the mark lives in the new faces.
-            outs = [self.mark(out, frame_tasks) for out, frame_tasks in zip(outs, tasks, strict=True)]
+            outs = [self.mark(f.index, out, t) for f, out, t in zip(frames, outs, tasks, strict=True)]
         rendered = [
             Rendered(f, None if out is f.rgb else out, matte)
             for f, out, matte in zip(frames, outs, mattes, strict=True)

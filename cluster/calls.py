@@ -20,6 +20,8 @@ def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResul
         extra["passes"] = dict(record.passes)
     if record.qc:
         extra["qc"] = list(record.qc)
+    if record.watermark is not None:
+        extra["watermark"] = record.watermark
     return SegmentResult(
         chunk_index=record.chunk,
         url=record.segment_url,
@@ -50,6 +52,7 @@ def segment_record(result: SegmentResult, key: str) -> RenderRecord:
         frame_files=tuple(tuple(f) for f in result.extra.get("frame_files", ())),
         passes=dict(result.extra.get("passes", {})),
         qc=tuple(result.extra.get("qc", ())),
+        watermark=result.extra.get("watermark"),
     )
 
 

@@ -341,6 +341,7 @@ class JobManifest:
                 **({"frame_files": [list(f) for f in record.frame_files]} if record.frame_files else {}),
                 **({"passes": record.passes} if record.passes else {}),
                 **({"qc": list(record.qc)} if record.qc else {}),
+                **({"watermark": record.watermark} if record.watermark is not None else {}),
             },
         )
 

@@ -191,6 +191,7 @@ class JobObserver:
         summary = self.shots[shot]
         summary.chunks_reused += 1
         summary.faces_swapped += record.faces_swapped
+        summary.add_watermark(record.watermark)
         self.progress.update(shot, frames)
 
     def segment_rejected(self, shot: str, result: SegmentResult, reused: bool, warning: str) -> None:
@@ -210,6 +211,7 @@ class JobObserver:
         summary.chunks_rendered += 1
         summary.add_stages(result.stage_seconds)
         summary.faces_swapped += result.faces_swapped
+        summary.add_watermark(result.extra.get("watermark"))
         for role, providers in result.providers.items():
             summary.providers.setdefault(role, list(providers))
         self.metrics.chunk_done(shot, call_seconds, frames, result.faces_swapped, result.stage_seconds)

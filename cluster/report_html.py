@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cluster.report_data import CPU_PROVIDER, actor_busy_ratios
+from cluster.report_provenance import provenance_section
 from cluster.report_qc import CSS as QC_CSS
 from cluster.report_qc import qc_sections
 from pipeline.thumbnails import Thumb
@@ -103,6 +104,7 @@ def render_html(report: Mapping[str, Any], thumbs: Mapping[str, Sequence[Thumb]]
         _warnings(job, shots),
         "<h2>Shots</h2>",
         _shot_table(shots),
+        provenance_section(shots),
         '<h2 id="review">Frames to review</h2>' if any(s.get("qc") for s in shots) else "",
         qc_sections(shots, thumbs) if any(s.get("qc") for s in shots) else "",
         "<h2>Where the time went</h2>",

@@ -52,6 +52,8 @@ class RenderRecord:
     pass -> [pattern URL, [[frame, sha256, bytes], ...]]."""
     qc: tuple[dict[str, Any], ...] = ()
     """QC measures of the chunk's replaced faces (:class:`pipeline.qc.records.FaceMeasure` dicts)."""
+    watermark: dict[str, Any] | None = None
+    """The chunk's watermark: payload, step and the marked frames' runs (:class:`actors.marking.FrameMarker`)."""
 
     @classmethod
     def from_json(cls, index: int, key: str, record: Mapping[str, Any]) -> RenderRecord:
@@ -59,6 +61,9 @@ class RenderRecord:
         passes, qc = record.get("passes", {}), record.get("qc", ())
         if not isinstance(passes, dict) or not isinstance(qc, (list, tuple)):
             raise TypeError("passes must be a mapping and qc a list")
+        watermark = record.get("watermark")
+        if watermark is not None and not isinstance(watermark, dict):
+            raise TypeError("watermark must be a mapping")
         return cls(
             chunk=index,
             key=key,
@@ -71,6 +76,7 @@ class RenderRecord:
             frame_files=tuple((int(n), _text(h), int(b)) for n, h, b in record.get("frame_files", ())),
             passes={str(name): _pass_entry(entry) for name, entry in passes.items()},
             qc=tuple(qc),
+            watermark=watermark,
         )
 
     def files_intact(self) -> bool:

@@ -51,6 +51,9 @@ class ShotSummary:
     """``ShotQC.to_dict()``: the frames a supervisor should look at (None: QC did not run)."""
     qc_failed: list[str] = field(default_factory=list)
     """QC reasons of ``qc.fail_on`` found in this shot: the job exits 1, the outputs stay published."""
+    watermark: dict[str, Any] | None = None
+    """With ``provenance.watermark``: ``payload`` (hex), ``step`` (the strength used), ``frames_marked``
+    and ``frame_ranges`` (inclusive ``[first, last]`` source frame numbers that got the mark)."""
 
     @property
     def fps(self) -> float:
@@ -60,6 +63,24 @@ class ShotSummary:
         for key, value in stages.items():
             name = f"{prefix}{key}"
             self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + float(value)
+
+    def add_watermark(self, chunk: dict[str, Any] | None) -> None:
+        """Add a chunk's watermark record (``FrameMarker.record()``; None: the job has no watermark)."""
+        if chunk is None:
+            return
+        runs = sorted([list(r) for r in chunk["frames"]] + (self.watermark or {}).get("frame_ranges", []))
+        merged: list[list[int]] = []
+        for first, last in runs:
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], last)
+            else:
+                merged.append([first, last])
+        self.watermark = {
+            "payload": chunk["payload"],
+            "step": chunk["step"],
+            "frames_marked": sum(last - first + 1 for first, last in merged),
+            "frame_ranges": merged,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -149,6 +170,11 @@ class JobSummary:
                 )
             if s.error:
                 lines.append(f"{'':<20} error: {s.error}")
+            if s.watermark is not None:
+                w = s.watermark
+                lines.append(
+                    f"{'':<20} watermark {w['payload']} (step {w['step']:g}): {w['frames_marked']} frames marked"
+                )
             if s.qc_failed:
                 lines.append(f"{'':<20} QC failed (qc.fail_on): {', '.join(s.qc_failed)}; output published")
         lines.extend(f"job failure: {failure}" for failure in self.failures)

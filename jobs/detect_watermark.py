@@ -1,13 +1,18 @@
 """Look for a Recast invisible watermark in a video and print the job payload.
 
     python -m jobs.detect_watermark clip.mp4 [--job-id JOB] [--key KEY] [--window 24] [--max-frames 480]
+        [--pack URL] [--all-blocks]
 
-Scans every frame (no face boxes needed), summing the mark's votes over
-windows of ``--window`` frames, and reports each window's payload and the
-payload found over the whole scan.  ``--job-id`` names the job to compare with
-(its payload is printed).  The key and step must match the render's watermark
-settings.  Exit status: 0 when a payload is found (and matches ``--job-id`` if
-given), 1 when none is found or it differs, 2 for an unreadable input.
+Finds the faces in every frame with the model pack's detector (the embedded
+default pack unless ``--pack`` names another) and reads the mark only in the
+8x8 grid blocks wholly inside each face box, as the render marked them; votes
+are summed over the faces of windows of ``--window`` frames, and over the
+whole scan.  ``--all-blocks`` reads every block of every frame instead (no
+detector: slower to converge when the face is a small part of the frame).
+``--job-id`` names the job to compare with (its payload is printed).  The key
+and step must match the render's watermark settings.  Exit status: 0 when a
+payload is found (and matches ``--job-id`` if given), 1 when none is found or it
+differs, 2 for an unreadable input or model pack.
 """
 
 from __future__ import annotations
@@ -17,11 +22,11 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pipeline.provenance.watermark import Votes
+    from pipeline.models.roles import Detector
+    from pipeline.provenance.watermark import Detection
 
 EXIT_FOUND, EXIT_NOT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -36,53 +41,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--step", type=float, default=None, help="QIM step used at render time")
     parser.add_argument("--window", type=int, default=24, help="frames per detection window")
     parser.add_argument("--max-frames", type=int, default=480, help="stop after this many frames")
+    parser.add_argument("--pack", default="builtin:default", help="model pack whose detector finds the faces")
+    parser.add_argument("--all-blocks", action="store_true", help="read every block, not only the faces")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if args.window < 1 or args.max_frames < 1:
+        print("recast detect_watermark: --window and --max-frames must be at least 1", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.step is not None and not args.step > 0:
+        print(f"recast detect_watermark: --step must be positive, got {args.step}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
     import av
 
-    from pipeline import storage
     from pipeline.errors import RecastError
     from pipeline.provenance import watermark
+    from pipeline.provenance.watermark_read import read_clip, scan
 
-    config = watermark.WatermarkConfig(key=args.key, **({"step": args.step} if args.step else {}))
-    windows: list[dict[str, object]] = []
-    total = watermark.Votes(config)
-    frames = 0
     try:
-        with (
-            storage.fetched(args.video, suffix=PurePosixPath(args.video).suffix) as local,
-            av.open(local) as container,
-        ):
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            window = watermark.Votes(config)
-            for frame in container.decode(stream):
-                if frames >= args.max_frames:
-                    break
-                window.add(frame.to_ndarray(format="rgb24"))
-                frames += 1
-                if frames % args.window == 0:
-                    windows.append(_window(window, frames))
-                    total.merge(window)
-                    window = watermark.Votes(config)
-            if frames % args.window:
-                windows.append(_window(window, frames))
-                total.merge(window)
-    except (RecastError, av.FFmpegError) as exc:
+        config = watermark.WatermarkConfig(
+            key=args.key, **({"step": args.step} if args.step is not None else {})
+        )
+        detector = None if args.all_blocks else _detector(args.pack)
+        reading = read_clip(args.video, detector, max_frames=args.max_frames)
+    except (RecastError, av.FFmpegError, ValueError) as exc:
         print(f"recast detect_watermark: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    overall = total.result() if frames else None
+    result = scan(reading, config, args.window)
+    overall = result.overall if reading.frames else None
     found = overall.payload if overall else None
     expected = watermark.job_payload(args.job_id) if args.job_id else None
     report = {
         "video": args.video,
-        "frames": frames,
+        "frames": reading.frames,
+        "read": "every block" if reading.all_blocks else f"face blocks ({args.pack} detector)",
+        "frames_with_faces": sum(1 for n in reading.faces if n),
         "payload": None if found is None else f"{found:08x}",
         "confidence": overall.confidence if overall else 0.0,
         "z_mean": overall.z_mean if overall else 0.0,
         "expected_payload": None if expected is None else f"{expected:08x}",
-        "windows": windows,
+        "windows": [_window(r, end) for end, r in result.windows],
     }
     print(json.dumps(report, indent=1))
     if found is None or (expected is not None and found != expected):
@@ -90,8 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_FOUND
 
 
-def _window(votes: Votes, end_frame: int) -> dict[str, object]:
-    result = votes.result()
+def _detector(pack_url: str) -> Detector:
+    from pipeline.models.loader import load_detector
+    from pipeline.models.pack import load_pack
+    from pipeline.models.runtime.settings import ExecutionConfig
+
+    return load_detector(load_pack(pack_url), ExecutionConfig(providers=("CPUExecutionProvider",)))
+
+
+def _window(result: Detection, end_frame: int) -> dict[str, object]:
     return {
         "end_frame": end_frame,
         "payload": None if result.payload is None else f"{result.payload:08x}",

@@ -132,3 +132,13 @@ def load_face_models(pack: ModelPack, execution: ExecutionConfig) -> FaceModels:
         warnings=warnings,
         lora_slots=lora_slots,
     )
+
+
+def load_detector(pack: ModelPack, execution: ExecutionConfig) -> Detector:
+    """The pack's detector alone (one session), for tools that only look for faces."""
+    entry = pack.entry("detector")
+    if entry is None:
+        raise ModelPackError(pack.url, "pack has no detector")
+    runner = make_runner(pack.path("detector"), execution) if entry.file is not None else None
+    detector: Detector = role_class(entry.kind)(runner, entry)
+    return detector

@@ -3,8 +3,10 @@
 The mark is blockwise QIM (quantisation index modulation) on the luma of
 8x8 blocks, in a few low-frequency DCT coefficients that survive H.264 at
 usual CRFs.  Blocks lie on a grid anchored at the frame origin, so a detector
-finds them again in a re-encoded file of the same size with or without the
-face boxes.
+finds them again in a re-encoded file of the same size (not in a resized one:
+the grid no longer lines up); a detector reads the blocks inside the faces it
+finds (:mod:`pipeline.provenance.watermark_read`), since the unmarked rest of a
+frame drowns the mark when the face is small.
 
 Payload: 32 bits (e.g. ``job_payload(job_id)``) plus 24 check bits derived
 from it with a keyed hash.  Every coefficient slot carries one of the 56 coded
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import cv2
 import numpy as np
@@ -206,6 +208,35 @@ def detect_detailed(
     return votes.result()
 
 
+class BlockCoeffs(NamedTuple):
+    """The marked DCT coefficients (rows, cols, K) of the grid blocks from block ``(row, col)`` on."""
+
+    row: int
+    col: int
+    coeffs: np.ndarray
+
+
+def block_coeffs(frame: np.ndarray, boxes: Sequence[Sequence[float]] | None = None) -> list[BlockCoeffs]:
+    """The coefficients a detector reads in one frame: the whole grid blocks inside each box, by the
+    embedder's rule (grid anchored at the frame origin), or every block of the frame when ``boxes``
+    is None.  They do not depend on the key, so many keys can be tried on one reading."""
+    _check_frame(frame)
+    height, width = frame.shape[:2]
+    scale = _scale(frame)
+    out = []
+    for box in boxes if boxes is not None else [(0, 0, width, height)]:
+        rng = _block_range(box, height, width)
+        if rng is not None:
+            out.append(BlockCoeffs(rng[0], rng[2], _marked_coeffs(frame, rng, scale)))
+    return out
+
+
+def blocks_inside(boxes: Sequence[Sequence[float]], height: int, width: int) -> int:
+    """How many grid blocks ``embed`` marks for ``boxes`` in a ``height`` x ``width`` frame."""
+    ranges = [_block_range(box, height, width) for box in boxes]
+    return sum((r[1] - r[0]) * (r[3] - r[2]) for r in ranges if r is not None)
+
+
 class Votes:
     """Soft bit votes summed over frames, so long clips are scanned without keeping frames."""
 
@@ -216,18 +247,17 @@ class Votes:
 
     def add(self, frame: np.ndarray, boxes: Sequence[Sequence[float]] | None = None) -> None:
         """Count the votes of one frame (inside ``boxes``, or over the whole frame)."""
-        _check_frame(frame)
-        height, width = frame.shape[:2]
-        scale = _scale(frame)
-        for box in boxes if boxes is not None else [(0, 0, width, height)]:
-            rng = _block_range(box, height, width)
-            if rng is None:
-                continue
-            r0, r1, c0, c1 = rng
-            coef = _marked_coeffs(frame, rng, scale)
-            bit_index, dither = _slot_tables(np.arange(r0, r1), np.arange(c0, c1), self.config.key)
+        self.add_blocks(block_coeffs(frame, boxes))
+
+    def add_blocks(self, blocks: Sequence[BlockCoeffs]) -> None:
+        """Count the votes of coefficients read by :func:`block_coeffs` (read once, voted per key)."""
+        for block in blocks:
+            r1, c1 = block.row + block.coeffs.shape[0], block.col + block.coeffs.shape[1]
+            bit_index, dither = _slot_tables(
+                np.arange(block.row, r1), np.arange(block.col, c1), self.config.key
+            )
             # +1 on the bit-0 lattice, -1 on the bit-1 lattice, uniform in between.
-            soft = np.cos(2.0 * np.pi * (coef / self.config.step - dither))
+            soft = np.cos(2.0 * np.pi * (block.coeffs / self.config.step - dither))
             self.votes += np.bincount(bit_index.ravel(), weights=soft.ravel(), minlength=CODED_BITS)
             self.counts += np.bincount(bit_index.ravel(), minlength=CODED_BITS)
 

@@ -97,6 +97,15 @@ def test_detect_command(clip, tmp_path, capsys) -> None:
     assert f"{PAYLOAD:08x}" in capsys.readouterr().out
     assert detect_cli.main([str(marked_file), "--job-id", "another-job"]) == detect_cli.EXIT_NOT_FOUND
     assert detect_cli.main([str(plain_file)]) == detect_cli.EXIT_NOT_FOUND
+    # --all-blocks reads every block without a detector: enough when the face fills much of the frame.
+    assert detect_cli.main([str(marked_file), "--job-id", JOB, "--all-blocks"]) == detect_cli.EXIT_FOUND
+    assert '"read": "every block"' in capsys.readouterr().out
+    assert detect_cli.main([str(plain_file), "--all-blocks"]) == detect_cli.EXIT_NOT_FOUND
+    # A pack that is not there is a bad input (exit 2), named.
+    assert (
+        detect_cli.main([str(marked_file), "--pack", str(tmp_path / "no-pack")]) == detect_cli.EXIT_BAD_INPUT
+    )
+    assert "no-pack" in capsys.readouterr().err
 
 
 def test_visible_label(clip) -> None:

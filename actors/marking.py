@@ -1,0 +1,63 @@
+"""Marks put on rendered frames before encoding, and a record of the frames that got the watermark."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import numpy as np
+
+from pipeline.faces.types import FaceTask
+from pipeline.provenance.config import WatermarkConfig
+
+
+def frame_ranges(numbers: Sequence[int]) -> list[list[int]]:
+    """Sorted frame numbers as inclusive ``[first, last]`` runs of consecutive numbers."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return runs
+
+
+class FrameMarker:
+    """``(position, rgb, tasks) -> rgb``: the invisible watermark in the replaced faces' boxes, then
+    the review label, as configured; notes the frames the watermark went into (``record``)."""
+
+    def __init__(
+        self,
+        watermark: WatermarkConfig | None,
+        payload: int | None,
+        review_label: bool,
+        frame_number: Callable[[int], int],
+    ) -> None:
+        self.watermark = watermark if payload is not None else None
+        self.payload = payload
+        self.review_label = review_label
+        self.frame_number = frame_number
+        self.marked: list[int] = []
+        """Source frame numbers (``VideoInfo.frame_number``) that got the watermark."""
+
+    def __call__(self, position: int, rgb: np.ndarray, tasks: Sequence[FaceTask]) -> np.ndarray:
+        from pipeline.provenance.watermark import blocks_inside, embed, label
+
+        if self.watermark is not None and self.payload is not None and tasks:
+            boxes = cast(list[Sequence[float]], [task.box for task in tasks])  # (4,) arrays of x1, y1, x2, y2
+            if blocks_inside(boxes, rgb.shape[0], rgb.shape[1]):  # a face too small for one block gets none
+                rgb = embed(rgb, boxes, self.payload, self.watermark)
+                self.marked.append(self.frame_number(position))
+        if self.review_label:
+            rgb = label(rgb)
+        return rgb
+
+    def record(self) -> dict[str, Any] | None:
+        """What the chunk's watermark was: payload, step and the marked frames' runs (None: no watermark)."""
+        if self.watermark is None or self.payload is None:
+            return None
+        return {
+            "payload": f"{self.payload:08x}",
+            "step": self.watermark.step,
+            "frames": frame_ranges(self.marked),
+        }
