@@ -55,6 +55,11 @@ class FaceConfig(Frozen):
     ``mask_erode`` and ``mask_blur`` are fractions of the swapper crop size: the paste
     mask's border is pulled in by ``mask_erode`` and feathered with a Gaussian of sigma
     ``mask_blur``.  ``batch_size`` bounds how many faces go through a model call.
+
+    ``embed`` (analysis pass): ``track`` embeds a face at its track's start, on every
+    ``embed_stride``-th frame of the shot, when its box or landmarks jump and where
+    the tracker is unsure (faces near each other), see :mod:`pipeline.faces.embedplan`;
+    ``every_frame`` embeds every face of every frame.
     """
 
     enhance: bool = False
@@ -64,6 +69,8 @@ class FaceConfig(Frozen):
     mask_erode: float = Field(default=0.05, ge=0.0, le=0.4)
     mask_blur: float = Field(default=0.08, ge=0.0, le=0.5)
     batch_size: int = Field(default=8, ge=1, le=1024)
+    embed: Literal["track", "every_frame"] = "track"
+    embed_stride: int = Field(default=8, ge=1, le=10_000)
 
 
 class AdapterSource(Frozen):
