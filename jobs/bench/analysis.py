@@ -55,7 +55,7 @@ def measure_analysis(
             pack_cache_dir=cache_dir,
             execution=execution,
             codec_threads=1,
-            faces=FaceConfig(batch_size=batch_size, embed=mode),  # type: ignore[arg-type]
+            faces=FaceConfig(batch_size=batch_size, embed=mode),
         )
         worker = RenderWorker(config, f"analysis-{mode}")
         if worker.setup_error is not None:
