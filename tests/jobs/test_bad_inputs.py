@@ -162,6 +162,12 @@ def test_bad_model_pack(media, dest, tmp_path, capsys, damage, words, no_ray) ->
         (lambda s: s["chunking"].update(seconds=0.1), "chunking", ["between"]),
         (lambda s: s["chunking"].update(seconds=600), "chunking", ["between"]),
         (lambda s: s.update(shots=[]), "shots", []),
+        (lambda s: s.setdefault("faces", {}).update(embed="sometimes"), "faces.embed", ["every_frame"]),
+        (
+            lambda s: s.setdefault("faces", {}).update(embed_stride=0),
+            "faces.embed_stride",
+            ["greater than or equal to 1"],
+        ),
     ],
 )
 def test_bad_spec(media, dest, tmp_path, capsys, edit, field, words, no_ray) -> None:
