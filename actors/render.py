@@ -46,6 +46,7 @@ from pipeline.decode import Frame, decode_range
 from pipeline.encode import EncoderChoice, EncodeSettings, choose_encoder
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource
+from pipeline.faces.detectsize import DetectTiles
 from pipeline.faces.embedplan import EmbedSchedule
 from pipeline.faces.types import Face, FaceTask
 from pipeline.models.runtime.settings import ExecutionConfig
@@ -210,13 +211,11 @@ class RenderWorker(PictureEmbeddings):
         """Detect every face of every frame of ``chunk`` and embed them (``faces.embed`` says which)."""
         self._ready()
         faces: list[list[Face]] = []
-        schedule = EmbedSchedule.of(self.config.faces)
+        schedule, tiles = EmbedSchedule.of(self.config.faces), DetectTiles.of(self.config.faces)
         before = dict(self._analyzer.stage_seconds)
 
         def analyze(frames: list[Frame]) -> list[list[Face]]:
-            return self._analyzer.analyze(
-                [f.rgb for f in frames], schedule=schedule, numbers=[f.index for f in frames]
-            )
+            return self._analyzer.analyze_frames(frames, schedule, tiles)
 
         times = run_stages(
             self._decode(shot_url, info, chunk),

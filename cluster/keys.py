@@ -101,6 +101,7 @@ class JobKeys:
                     "execution": execution_key(self.spec),
                     # which faces get embeddings (every_frame: the key from before schedules)
                     **({} if faces.embed == "every_frame" else {"embed": [faces.embed, faces.embed_stride]}),
+                    **({} if faces.detect_size == "fixed" else {"detect_size": faces.detect_size}),
                 }
             )
         )

@@ -11,10 +11,12 @@ import cv2
 import numpy as np
 
 from pipeline.faces.align import warp_crops
+from pipeline.faces.detectsize import DetectTiles
 from pipeline.faces.embedplan import EmbedSchedule
 from pipeline.faces.types import Face
 
 if TYPE_CHECKING:
+    from pipeline.decode import Frame
     from pipeline.models.loader import FaceModels
 
 
@@ -51,19 +53,24 @@ class FaceAnalyzer:
         embed: bool = True,
         schedule: EmbedSchedule | None = None,
         numbers: Sequence[int] | None = None,
+        tiles: DetectTiles | None = None,
     ) -> list[list[Face]]:
         """Faces per frame (uint8 or uint16 RGB frames); ``embedding`` set when ``embed``.
 
         With a ``schedule`` only the faces it chooses are embedded (``numbers``: the
-        frames' numbers in the shot, consecutive runs in order); the others keep None."""
+        frames' numbers in the shot, consecutive runs in order); the others keep None.
+        ``tiles``: detection at the faces' resolution (``faces.detect_size: auto``)."""
         views = [to_uint8(f) for f in frames]
         started = time.perf_counter()
         detector = self.models.detector
         timed: dict[str, float] | None = getattr(detector, "stage_seconds", None)
         before = dict(timed) if timed is not None else {}
         found: list[list[Face]] = []
-        for start in range(0, len(views), self.batch_size):
-            found.extend(detector.detect_batch(views[start : start + self.batch_size]))
+        if tiles is not None:
+            found = tiles.detect(detector, views, self.batch_size)
+        else:
+            for start in range(0, len(views), self.batch_size):
+                found.extend(detector.detect_batch(views[start : start + self.batch_size]))
         self.stage_seconds["detect"] += time.perf_counter() - started
         if timed is not None:
             for key in ("letterbox", "detector", "postprocess"):
@@ -104,3 +111,11 @@ class FaceAnalyzer:
             result.append(row)
         self.stage_seconds["recognize"] += time.perf_counter() - started
         return result
+
+    def analyze_frames(
+        self, frames: Sequence[Frame], schedule: EmbedSchedule | None, tiles: DetectTiles | None
+    ) -> list[list[Face]]:
+        """:meth:`analyze` for decoded frames (their numbers from ``Frame.index``)."""
+        return self.analyze(
+            [f.rgb for f in frames], schedule=schedule, numbers=[f.index for f in frames], tiles=tiles
+        )

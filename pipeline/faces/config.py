@@ -71,6 +71,9 @@ class FaceConfig(Frozen):
     batch_size: int = Field(default=8, ge=1, le=1024)
     embed: Literal["track", "every_frame"] = "track"
     embed_stride: int = Field(default=8, ge=1, le=10_000)
+    detect_size: Literal["fixed", "auto"] = "fixed"
+    """``auto``: full-resolution tiles too where the first frame of a chunk has faces the
+    letterboxed frame misses (:mod:`pipeline.faces.detectsize`); ``fixed``: never."""
 
 
 class AdapterSource(Frozen):

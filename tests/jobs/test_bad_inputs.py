@@ -163,6 +163,7 @@ def test_bad_model_pack(media, dest, tmp_path, capsys, damage, words, no_ray) ->
         (lambda s: s["chunking"].update(seconds=600), "chunking", ["between"]),
         (lambda s: s.update(shots=[]), "shots", []),
         (lambda s: s.setdefault("faces", {}).update(embed="sometimes"), "faces.embed", ["every_frame"]),
+        (lambda s: s.setdefault("faces", {}).update(detect_size="4k"), "faces.detect_size", ["auto"]),
         (
             lambda s: s.setdefault("faces", {}).update(embed_stride=0),
             "faces.embed_stride",
