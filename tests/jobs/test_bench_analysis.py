@@ -20,3 +20,14 @@ def test_analysis_row_has_breakdown_ratio_and_calls_saved(tmp_path) -> None:
     assert set(row["alone"]) == {"decode", "detector", "recognizer"}
     text = analysis_table([{"label": "default 240p", **row}, {"label": "broken", "error": "boom"}])
     assert "every_frame" in text and "track" in text and "broken" in text and "target <= 1.2" in text
+
+
+def test_decode_options_are_measured_on_the_same_frames(tmp_path) -> None:
+    from jobs.bench.decode_options import OPTIONS, measure_decode_options
+
+    clip = make_face_clip(str(tmp_path / "plate.mp4"), seconds=0.5, width=320, height=240, gop=12)
+    row = measure_decode_options(clip, frames=6, size=160)
+    assert row["frames"] == 6 and row["size"] == "320x240"
+    ms = row["ms_per_frame"]
+    assert set(ms) == set(OPTIONS) and all(v > 0 for v in ms.values())
+    assert ms["rgb"] >= ms["decode"] and ms["rgb_then_letterbox"] >= ms["rgb"]
