@@ -86,6 +86,7 @@ class FaceAnalyzer:
                 raise ValueError("an embedding schedule needs one frame number per frame")
             wanted = [schedule.choose(n, faces) for n, faces in zip(numbers, found)]
         recognizer = self.models.recognizer
+        chosen_at = time.perf_counter()  # the schedule's time counts as bookkeeping
         # align the chosen faces of every frame, then one batched model call
         crops = [
             warp_crops(
@@ -95,7 +96,7 @@ class FaceAnalyzer:
             if any(chosen)
         ]
         aligned = time.perf_counter()
-        self.stage_seconds["align"] += aligned - started
+        self.stage_seconds["align"] += aligned - chosen_at
         vectors = recognizer.embed_aligned(np.concatenate(crops)) if crops else np.zeros((0, 0), np.float32)
         self.stage_seconds["recognizer"] += time.perf_counter() - aligned
         self.embedded += len(vectors)
