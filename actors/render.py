@@ -38,7 +38,7 @@ from actors.marking import FrameMarker
 from actors.output import redact_actor_output
 from actors.plates import PlateFrames, frames_writer
 from actors.rendering import BatchRenderer, IdentityCheck
-from actors.results import ChunkAnalysis, SegmentResult
+from actors.results import ChunkAnalysis, SegmentResult, analysis_stages
 from actors.segments import ChunkSegments
 from pipeline.chunking import Chunk
 from pipeline.configbase import Frozen
@@ -46,6 +46,8 @@ from pipeline.decode import Frame, decode_range
 from pipeline.encode import EncoderChoice, EncodeSettings, choose_encoder
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource
+from pipeline.faces.detectsize import DetectTiles
+from pipeline.faces.embedplan import EmbedSchedule
 from pipeline.faces.types import Face, FaceTask
 from pipeline.limits import InputLimits
 from pipeline.models.runtime.settings import ExecutionConfig
@@ -209,12 +211,14 @@ class RenderWorker(PictureEmbeddings):
         )
 
     def analyze_chunk(self, shot_url: str, info: VideoInfo, chunk: Chunk) -> ChunkAnalysis:
-        """Detect and embed every face of every frame of ``chunk``."""
+        """Detect every face of every frame of ``chunk`` and embed them (``faces.embed`` says which)."""
         self._ready()
         faces: list[list[Face]] = []
+        schedule, tiles = EmbedSchedule.of(self.config.faces), DetectTiles.of(self.config.faces)
+        before = dict(self._analyzer.stage_seconds)
 
         def analyze(frames: list[Frame]) -> list[list[Face]]:
-            return self._analyzer.analyze([f.rgb for f in frames])
+            return self._analyzer.analyze_frames(frames, schedule, tiles)
 
         times = run_stages(
             self._decode(shot_url, info, chunk),
@@ -233,12 +237,9 @@ class RenderWorker(PictureEmbeddings):
             chunk_index=chunk.index,
             start_frame=chunk.start_frame,
             faces=faces,
-            stage_seconds={
-                "decode": times.read_seconds,
-                "analyze": times.process_seconds,
-                "wall": times.wall_seconds,
-            },
+            stage_seconds=analysis_stages(times, before, self._analyzer.stage_seconds),
             actor=self.label,
+            faces_embedded=schedule.faces_chosen,
         )
 
     def render_chunk(

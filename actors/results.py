@@ -3,9 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.faces.types import Face
+
+if TYPE_CHECKING:
+    from pipeline.stages import StageTimes
+
+ANALYSIS_PARTS = ("letterbox", "detector", "postprocess", "align", "recognizer")
+
+
+def analysis_stages(times: StageTimes, before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """An analysis chunk's stage seconds: ``decode``, ``analyze`` (the models' stage) and
+    ``wall`` as before, plus its parts ``analysis.<part>`` (decode, letterbox, detector,
+    postprocess, align, recognizer, and ``bookkeeping``: the rest of the ``analyze`` stage).
+
+    ``before``/``after``: the analyzer's cumulative ``stage_seconds`` around the chunk."""
+    parts = {f"analysis.{k}": after.get(k, 0.0) - before.get(k, 0.0) for k in ANALYSIS_PARTS}
+    bookkeeping = max(0.0, times.process_seconds - sum(parts.values()))
+    return {
+        "decode": times.read_seconds,
+        "analyze": times.process_seconds,
+        "wall": times.wall_seconds,
+        "analysis.decode": times.read_seconds,
+        **parts,
+        "analysis.bookkeeping": bookkeeping,
+    }
 
 
 @dataclass(frozen=True)
@@ -17,6 +40,8 @@ class ChunkAnalysis:
     faces: list[list[Face]]
     stage_seconds: dict[str, float]
     actor: str
+    faces_embedded: int = -1
+    """Faces the recognizer embedded (-1: not counted, an analysis from before schedules)."""
 
     @property
     def face_count(self) -> int:

@@ -90,7 +90,9 @@ class JobKeys:
     identities: str
 
     def analysis(self, fingerprint: Fingerprint, chunk: Chunk) -> AnalysisKey:
-        """A chunk's analysis: its source frames and the models (not faces, tracking or encode)."""
+        """A chunk's analysis: its source frames, the models and the embedding schedule (not
+        tracking, rendering or encode)."""
+        faces = self.spec.faces
         return AnalysisKey(
             digest(
                 {
@@ -98,6 +100,9 @@ class JobKeys:
                     "chunk": [chunk.start_frame, chunk.end_frame],
                     "pack": self.pack_hash,
                     "execution": execution_key(self.spec),
+                    # which faces get embeddings (every_frame: the key from before schedules)
+                    **({} if faces.embed == "every_frame" else {"embed": [faces.embed, faces.embed_stride]}),
+                    **({} if faces.detect_size == "fixed" else {"detect_size": faces.detect_size}),
                 }
             )
         )

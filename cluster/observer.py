@@ -175,6 +175,8 @@ class JobObserver:
             self.summary.first_analysis_seconds = self.elapsed()
         summary = self.shots[shot]
         summary.analyses_run += 1
+        summary.faces_analysed += analysis.face_count
+        summary.faces_embedded += max(0, analysis.faces_embedded)
         summary.add_stages({k: v for k, v in analysis.stage_seconds.items() if k != "wall"})
 
     def tracked(self, shot: str, faces_detected: int) -> None:

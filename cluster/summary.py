@@ -44,6 +44,10 @@ class ShotSummary:
     """Chunks rendered by this run of the job (the rest were committed in the manifest by an earlier run)."""
     chunks_reused: int = 0
     analyses_run: int = 0
+    faces_analysed: int = 0
+    """Faces detected by the analyses this run ran (reused analyses not counted)."""
+    faces_embedded: int = 0
+    """Of those, the faces the recognizer embedded (``faces.embed``: per track or every frame)."""
     analyses_reused: int = 0
     reused: bool = False
     """True when the published output of an earlier run of the same job was kept as it is."""

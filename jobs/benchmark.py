@@ -45,6 +45,10 @@ What runs, in one process tree and one run (the parts live in ``jobs/bench/``):
   flicker and seam strength, QC flags by reason; and QC's own cost: the production
   set's first case also runs one actor per core with QC off (``recast_<N>_noqc``),
   its render-stage seconds and job fps against the same run with QC on;
+* the analysis pass against its parts (``analysis.py``), per model set and clip size, no
+  Ray, one thread: actor ms/frame with ``faces.embed`` every_frame and track, its
+  breakdown (decode, letterbox, detector, postprocess, align, recognizer, bookkeeping),
+  recognizer calls per frame, and the ratio to decode + detector + recognizer alone;
 * the ceiling (``ceiling.py``): each stage's CPU-seconds per frame, models
   single-threaded, on a few frames; machine limit = cores / total; efficiency =
   achieved / limit.  For the production set also with ONNX Runtime's own
@@ -200,6 +204,10 @@ def write_outputs(results: dict, out: str) -> None:
     with open(os.path.join(out, "bench.json"), "w") as fh:
         json.dump(results, fh, indent=2, default=str)
     text = table(results)
+    if results.get("analysis"):
+        from jobs.bench.analysis import analysis_table
+
+        text += "\n\n" + analysis_table(results["analysis"])
     with open(os.path.join(out, "bench.txt"), "w") as fh:
         fh.write(text + "\n")
     sys.stdout.write(text + "\n")

@@ -28,6 +28,8 @@ class Settings:
     production_chunk_seconds: float = 2.0
     enhance_row: bool = True
     ceiling_frames: int = 3
+    analysis_frames: int = 48
+    """Frames of the analysis-pass figures (``analysis.py``), per model set and size."""
     memory: bool = False
     memory_fps: int = 4
     demo: bool = False
@@ -75,6 +77,7 @@ QUICK = MappingProxyType(
         "default_chunk_seconds": 1.0,
         "enhance_row": False,
         "ceiling_frames": 2,
+        "analysis_frames": 24,
     }
 )
 """``--quick``: 720p only, shorter clips, no enhance row (a few minutes)."""
@@ -88,6 +91,7 @@ TINY = MappingProxyType(
         "production_chunk_seconds": 1.0,
         "enhance_row": False,
         "ceiling_frames": 1,
+        "analysis_frames": 4,
         "scaling_chunk_seconds": 1.0,
         "plates_sizes": ("320x180",),
         "plates_frames": 2,

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.bench.analysis import measure_analysis
 from jobs.bench.ceiling import measure_ceiling, scrfd_cost
 from jobs.bench.inputs import make_clip, production_pack, source_picture
 from jobs.bench.report import derive
@@ -105,6 +106,7 @@ def run_benchmark(settings: Settings) -> dict:
         logger.info("ceiling %s %s enhance=%s", case.set_name, case.size, case.enhance)
         clip = make_clip(clips, case.size, case.seconds, settings.fps)
         ceilings[case] = _ceiling(settings, case, clip, source, cache_dir)
+    results["analysis"] = _analysis_rows(cases, clips, settings, cache_dir)
     if not settings.tiny and settings.compare:
         results["scrfd_cpu_seconds_per_frame"] = scrfd_cost(
             out, make_clip(clips, settings.sizes[0], settings.production_seconds, settings.fps)
@@ -174,6 +176,23 @@ def _ceiling(settings: Settings, case: Case, clip: str, source: str, cache_dir: 
     if case.set_name == "production":
         ceiling["direct"] = measure_ceiling(*args, **kwargs, winograd=False)
     return ceiling
+
+
+def _analysis_rows(cases: list[Case], clips: str, settings: Settings, cache_dir: str) -> list[dict]:
+    """The analysis pass against its parts (``analysis.py``), once per model set and clip size."""
+    rows: list[dict] = []
+    for case in cases:
+        label = f"{case.set_name} {case.size}"
+        if case.enhance or any(r["label"] == label for r in rows):
+            continue
+        clip = make_clip(clips, case.size, case.seconds, settings.fps)
+        try:
+            row = measure_analysis(clip, case.pack, cache_dir=cache_dir, frames=settings.analysis_frames)
+        except Exception as exc:
+            logger.exception("analysis figures for %s failed", label)
+            row = {"error": f"{type(exc).__name__}: {exc}"}
+        rows.append({"label": label, **row})
+    return rows
 
 
 def _start_ray(settings: Settings, local_ray: bool) -> bool:

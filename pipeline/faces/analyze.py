@@ -11,9 +11,12 @@ import cv2
 import numpy as np
 
 from pipeline.faces.align import warp_crops
+from pipeline.faces.detectsize import DetectTiles
+from pipeline.faces.embedplan import EmbedSchedule
 from pipeline.faces.types import Face
 
 if TYPE_CHECKING:
+    from pipeline.decode import Frame
     from pipeline.models.loader import FaceModels
 
 
@@ -26,38 +29,94 @@ def to_uint8(frame: np.ndarray) -> np.ndarray:
     return cv2.convertScaleAbs(frame, alpha=255.0 / 65535.0)
 
 
+ANALYSIS_STAGES = ("letterbox", "detector", "postprocess", "align", "recognizer")
+"""Stages of :attr:`FaceAnalyzer.stage_seconds` besides the totals ``detect`` and ``recognize``."""
+
+
 class FaceAnalyzer:
-    """Detects faces and (optionally) embeds them, batching model calls across frames."""
+    """Detects faces and (optionally) embeds them, batching model calls across frames.
+
+    ``stage_seconds``: ``detect`` and ``recognize`` (totals), and their parts
+    ``letterbox``, ``detector``, ``postprocess`` (from the detector, when it times
+    itself), ``align`` and ``recognizer``; ``embedded`` counts the faces embedded."""
 
     def __init__(self, models: FaceModels, *, batch_size: int = 8) -> None:
         self.models = models
         self.batch_size = batch_size
-        self.stage_seconds: dict[str, float] = {"detect": 0.0, "recognize": 0.0}
+        self.stage_seconds: dict[str, float] = dict.fromkeys(("detect", "recognize", *ANALYSIS_STAGES), 0.0)
+        self.embedded = 0
 
-    def analyze(self, frames: Sequence[np.ndarray], *, embed: bool = True) -> list[list[Face]]:
-        """Faces per frame (uint8 or uint16 RGB frames); ``embedding`` set when ``embed``."""
+    def analyze(
+        self,
+        frames: Sequence[np.ndarray],
+        *,
+        embed: bool = True,
+        schedule: EmbedSchedule | None = None,
+        numbers: Sequence[int] | None = None,
+        tiles: DetectTiles | None = None,
+    ) -> list[list[Face]]:
+        """Faces per frame (uint8 or uint16 RGB frames); ``embedding`` set when ``embed``.
+
+        With a ``schedule`` only the faces it chooses are embedded (``numbers``: the
+        frames' numbers in the shot, consecutive runs in order); the others keep None.
+        ``tiles``: detection at the faces' resolution (``faces.detect_size: auto``)."""
         views = [to_uint8(f) for f in frames]
         started = time.perf_counter()
         detector = self.models.detector
+        timed: dict[str, float] | None = getattr(detector, "stage_seconds", None)
+        before = dict(timed) if timed is not None else {}
         found: list[list[Face]] = []
-        for start in range(0, len(views), self.batch_size):
-            found.extend(detector.detect_batch(views[start : start + self.batch_size]))
+        if tiles is not None:
+            found = tiles.detect(detector, views, self.batch_size)
+        else:
+            for start in range(0, len(views), self.batch_size):
+                found.extend(detector.detect_batch(views[start : start + self.batch_size]))
         self.stage_seconds["detect"] += time.perf_counter() - started
+        if timed is not None:
+            for key in ("letterbox", "detector", "postprocess"):
+                self.stage_seconds[key] += timed.get(key, 0.0) - before.get(key, 0.0)
         if not embed:
             return found
 
         started = time.perf_counter()
+        if schedule is None:
+            wanted = [[True] * len(faces) for faces in found]
+        else:
+            if numbers is None or len(numbers) != len(found):
+                raise ValueError("an embedding schedule needs one frame number per frame")
+            wanted = [schedule.choose(n, faces) for n, faces in zip(numbers, found)]
         recognizer = self.models.recognizer
-        # align every face of every frame, then one batched model call
+        chosen_at = time.perf_counter()  # the schedule's time counts as bookkeeping
+        # align the chosen faces of every frame, then one batched model call
         crops = [
-            warp_crops(view, [f.landmarks for f in faces], recognizer.crop_size, "arcface")[0]
-            for view, faces in zip(views, found)
-            if faces
+            warp_crops(
+                view, [f.landmarks for f, w in zip(faces, chosen) if w], recognizer.crop_size, "arcface"
+            )[0]
+            for view, faces, chosen in zip(views, found, wanted)
+            if any(chosen)
         ]
+        aligned = time.perf_counter()
+        self.stage_seconds["align"] += aligned - chosen_at
         vectors = recognizer.embed_aligned(np.concatenate(crops)) if crops else np.zeros((0, 0), np.float32)
+        self.stage_seconds["recognizer"] += time.perf_counter() - aligned
+        self.embedded += len(vectors)
         result, k = [], 0
-        for faces in found:
-            result.append([dataclasses.replace(f, embedding=vectors[k + j]) for j, f in enumerate(faces)])
-            k += len(faces)
+        for faces, chosen in zip(found, wanted):
+            row = []
+            for f, w in zip(faces, chosen):
+                if w:
+                    row.append(dataclasses.replace(f, embedding=vectors[k]))
+                    k += 1
+                else:
+                    row.append(f)
+            result.append(row)
         self.stage_seconds["recognize"] += time.perf_counter() - started
         return result
+
+    def analyze_frames(
+        self, frames: Sequence[Frame], schedule: EmbedSchedule | None, tiles: DetectTiles | None
+    ) -> list[list[Face]]:
+        """:meth:`analyze` for decoded frames (their numbers from ``Frame.index``)."""
+        return self.analyze(
+            [f.rgb for f in frames], schedule=schedule, numbers=[f.index for f in frames], tiles=tiles
+        )

@@ -56,6 +56,11 @@ class FaceConfig(Frozen):
     mask's border is pulled in by ``mask_erode`` and feathered with a Gaussian of sigma
     ``mask_blur``.  ``batch_size`` bounds how many faces go through a model call (and frames
     per batch between an actor's stages, so at most 256: 256 UHD frames are already 6 GB).
+
+    ``embed`` (analysis pass): ``track`` embeds a face at its track's start, on every
+    ``embed_stride``-th frame of the shot, when its box or landmarks jump and where
+    the tracker is unsure (faces near each other), see :mod:`pipeline.faces.embedplan`;
+    ``every_frame`` embeds every face of every frame.
     """
 
     enhance: bool = False
@@ -65,6 +70,11 @@ class FaceConfig(Frozen):
     mask_erode: float = Field(default=0.05, ge=0.0, le=0.4)
     mask_blur: float = Field(default=0.08, ge=0.0, le=0.5)
     batch_size: int = Field(default=8, ge=1, le=256)
+    embed: Literal["track", "every_frame"] = "track"
+    embed_stride: int = Field(default=8, ge=1, le=10_000)
+    detect_size: Literal["fixed", "auto"] = "fixed"
+    """``auto``: full-resolution tiles too where the first frame of a chunk has faces the
+    letterboxed frame misses (:mod:`pipeline.faces.detectsize`); ``fixed``: never."""
 
 
 class AdapterSource(Frozen):

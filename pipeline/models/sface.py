@@ -17,6 +17,7 @@ import numpy as np
 from pipeline.errors import ModelPackError
 from pipeline.faces.align import warp_crops
 from pipeline.faces.types import Face
+from pipeline.models.runtime.batching import run_batched
 
 if TYPE_CHECKING:
     from pipeline.models.pack import ModelEntry
@@ -51,7 +52,7 @@ class SFaceRecognizer:
         for start in range(0, len(crops), self.batch_size):
             chunk = crops[start : start + self.batch_size]
             blob = np.ascontiguousarray(chunk.transpose(0, 3, 1, 2), dtype=np.float32)
-            out[start : start + len(chunk)] = self.runner.run({self.input_name: blob})[0].reshape(
+            out[start : start + len(chunk)] = run_batched(self.runner, {self.input_name: blob})[0].reshape(
                 len(chunk), -1
             )
         norms = np.linalg.norm(out, axis=1, keepdims=True)

@@ -12,6 +12,7 @@ of the subject, i.e. left-to-right in the picture: insightface order.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from pipeline.errors import ModelPackError
 from pipeline.faces.types import Face
+from pipeline.models.runtime.batching import DETECTOR_STAGES, add_detector_seconds, run_batched
 
 if TYPE_CHECKING:
     from pipeline.models.pack import ModelEntry
@@ -50,6 +52,7 @@ class YunetDetector:
         if missing:
             raise ModelPackError(str(entry.file), f"yunet outputs {missing} are missing (has {names})")
         self._index = {name: i for i, name in enumerate(names)}
+        self.stage_seconds = dict.fromkeys(DETECTOR_STAGES, 0.0)
         # cell corners (x, y) per stride, in input pixels / stride
         self._grids = {}
         for s in STRIDES:
@@ -65,9 +68,14 @@ class YunetDetector:
         """Faces in several RGB uint8 frames with one model call."""
         if not frames:
             return []
+        t0 = time.perf_counter()
         blob, scales = letterbox_bgr(frames, self.input_width, self.input_height)
-        outputs = self.runner.run({self.input_name: blob})
-        return [self._decode(outputs, i, scales[i], frames[i].shape[:2]) for i in range(len(frames))]
+        t1 = time.perf_counter()
+        outputs = run_batched(self.runner, {self.input_name: blob})
+        t2 = time.perf_counter()
+        found = [self._decode(outputs, i, scales[i], frames[i].shape[:2]) for i in range(len(frames))]
+        add_detector_seconds(self.stage_seconds, t0, t1, t2)
+        return found
 
     def _decode(self, outputs: list[np.ndarray], i: int, scale: float, hw: tuple[int, ...]) -> list[Face]:
         boxes, scores, points = [], [], []

@@ -58,6 +58,21 @@ def test_a_job_is_planned_without_ray(inputs, tmp_path, no_ray) -> None:
     assert enhanced.shot_keys["long"] != prepared.shot_keys["long"]
 
 
+def test_the_embedding_schedule_and_detect_size_are_in_the_analysis_key(inputs, tmp_path, no_ray) -> None:
+    def keys(faces: dict) -> tuple:
+        spec = parse_spec({**_spec(inputs, tmp_path), "faces": faces})
+        return prepare_job(spec, resume=False).planned[0].analysis_keys
+
+    track = keys({})
+    assert keys({"embed": "track", "embed_stride": 8}) == track
+    others = [
+        keys({"embed": "every_frame"}),
+        keys({"embed_stride": 4}),
+        keys({"detect_size": "auto"}),
+    ]
+    assert len({track, *others}) == 4  # analyses made another way are never reused for this one
+
+
 def test_an_existing_output_is_refused_before_anything_is_written(inputs, tmp_path, no_ray) -> None:
     out = tmp_path / "deliveries"
     out.mkdir()

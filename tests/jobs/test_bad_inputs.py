@@ -173,6 +173,13 @@ def test_bad_model_pack(media, dest, tmp_path, capsys, damage, words, no_ray, mo
             "output.colour.range",
             ["hevc always states a range"],
         ),
+        (lambda s: s.setdefault("faces", {}).update(embed="sometimes"), "faces.embed", ["every_frame"]),
+        (lambda s: s.setdefault("faces", {}).update(detect_size="4k"), "faces.detect_size", ["auto"]),
+        (
+            lambda s: s.setdefault("faces", {}).update(embed_stride=0),
+            "faces.embed_stride",
+            ["greater than or equal to 1"],
+        ),
     ],
 )
 def test_bad_spec(media, dest, tmp_path, capsys, edit, field, words, no_ray) -> None:

@@ -168,3 +168,15 @@ def test_quality_rows_and_qc_cost(bench: tuple[dict, str]) -> None:
     rows = [row for row in results["targets"] if "QC cost" in row["what"]]
     assert len(rows) == 1 and rows[0]["target"] == "<= 1.05" and rows[0]["value"] > 0
     assert rows[0]["verdict"] in ("PASS", "MISS") and rows[0]["what"] in text
+
+
+def test_analysis_rows(bench: tuple[dict, str]) -> None:
+    results, text = bench
+    rows = results["analysis"]
+    assert [r["label"] for r in rows] == ["default 320x180", "production 320x180"]
+    for row in rows:
+        assert "error" not in row, row
+        for mode in ("every_frame", "track"):
+            assert row[mode]["ratio"] > 0 and row[mode]["embedded"] <= row[mode]["faces"]
+    assert rows[0]["every_frame"]["embedded"] == rows[0]["every_frame"]["faces"] > 0
+    assert "analysis pass" in text and "target <= 1.2" in text

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 
 from pipeline.models.contracts import Dim
 from pipeline.models.runtime.protocols import Runner
+
+DETECTOR_STAGES = ("letterbox", "detector", "postprocess")
+"""Keys of a detector's ``stage_seconds``: frames into the input blob, the model call(s),
+decoding and NMS."""
+
+
+def add_detector_seconds(seconds: dict[str, float], t0: float, t1: float, t2: float) -> None:
+    """Add a ``detect_batch`` call's stage times (``t0`` start, ``t1`` blob ready, ``t2`` model done, now end)."""
+    seconds["letterbox"] += t1 - t0
+    seconds["detector"] += t2 - t1
+    seconds["postprocess"] += time.perf_counter() - t2
 
 
 def batch_dim(runner: Runner, index: int = 0) -> Dim:

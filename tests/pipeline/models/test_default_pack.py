@@ -35,6 +35,9 @@ class _Session:
         self.session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
+        self.input_shapes = [
+            tuple(d if isinstance(d, int) else None for d in i.shape) for i in self.session.get_inputs()
+        ]
         self.providers = self.session.get_providers()
 
     def run(self, feeds: dict[str, np.ndarray], run_options: object = None) -> list[np.ndarray]:

@@ -1,0 +1,33 @@
+"""The benchmark's analysis row: actor time against its parts, recognizer calls per mode."""
+
+from __future__ import annotations
+
+from jobs.bench.analysis import PARTS, analysis_table, measure_analysis
+from jobs.bench.clips import make_face_clip
+
+
+def test_analysis_row_has_breakdown_ratio_and_calls_saved(tmp_path) -> None:
+    clip = make_face_clip(str(tmp_path / "plate.mp4"), seconds=1.0, width=240, height=160, gop=12)
+    row = measure_analysis(clip, "builtin:default", frames=20)
+    assert row["frames"] == 20
+    every, track = row["every_frame"], row["track"]
+    assert every["faces"] == track["faces"] == 20  # one face per frame, found in both modes
+    assert every["embedded"] == 20 and track["embedded"] == 3  # frames 0, 8, 16
+    assert row["recognizer_calls_saved"] == 17
+    for mode in (every, track):
+        assert set(mode["breakdown"]) == set(PARTS)
+        assert mode["ratio"] > 0 and mode["parts_seconds"] > 0
+    assert set(row["alone"]) == {"decode", "detector", "recognizer"}
+    text = analysis_table([{"label": "default 240p", **row}, {"label": "broken", "error": "boom"}])
+    assert "every_frame" in text and "track" in text and "broken" in text and "target <= 1.2" in text
+
+
+def test_decode_options_are_measured_on_the_same_frames(tmp_path) -> None:
+    from jobs.bench.decode_options import OPTIONS, measure_decode_options
+
+    clip = make_face_clip(str(tmp_path / "plate.mp4"), seconds=0.5, width=320, height=240, gop=12)
+    row = measure_decode_options(clip, frames=6, size=160)
+    assert row["frames"] == 6 and row["size"] == "320x240"
+    ms = row["ms_per_frame"]
+    assert set(ms) == set(OPTIONS) and all(v > 0 for v in ms.values())
+    assert ms["rgb"] >= ms["decode"] and ms["rgb_then_letterbox"] >= ms["rgb"]
