@@ -89,17 +89,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         resume=True if args.resume else False if args.fresh else None,
         force_takeover=args.force_takeover,
     )
+
+    def refused(exc: RecastError) -> int:
+        # A policy refusal (before Ray, or the faces checked on a warm actor) reads as one.
+        what = "refused by the studio policy" if isinstance(exc, PolicyError) else "not started"
+        print(f"recast: job {spec.job_id} {what}: {redact_text(str(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
     try:
         runner.prepare()  # no Ray yet: a bad input fails in seconds
-    except PolicyError as exc:
-        print(
-            f"recast: job {spec.job_id} refused by the studio policy: {redact_text(str(exc))}",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
     except RecastError as exc:
-        print(f"recast: job {spec.job_id} not started: {redact_text(str(exc))}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return refused(exc)
 
     import ray
 
@@ -109,18 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             ray.init(log_to_driver=True, logging_level=logging.WARNING)
         install_log_redaction()  # Ray's own logger ("ray"), set up by now, does not propagate to the root
         summary = runner.run()
-    except PolicyError as exc:  # the identity pictures' faces, checked on a warm actor
-        print(
-            f"recast: job {spec.job_id} refused by the studio policy: {redact_text(str(exc))}",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
     except LeaseLost as exc:
         print(f"recast: job {spec.job_id} stopped: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_RENDER_FAILED
     except RecastError as exc:
-        print(f"recast: job {spec.job_id} not started: {redact_text(str(exc))}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return refused(exc)
     except Exception as exc:
         logging.getLogger(__name__).exception("job %s failed", spec.job_id)
         print(
