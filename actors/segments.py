@@ -71,7 +71,7 @@ class ChunkSegments:
 
     def write(self, item: Rendered) -> None:
         frame = item.frame
-        out = Frame(index=frame.index, pts=frame.pts, rgb=item.pixels, alpha=frame.alpha)
+        out = Frame(index=frame.index, pts=frame.pts, rgb=item.pixels, alpha=frame.alpha, yuv=frame.yuv)
         self.writers[""].write(out)
         if len(self.writers) > 1:
             layers = video_pass_frames(frame, item.pixels, item.matte)

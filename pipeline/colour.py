@@ -9,9 +9,10 @@ Policy (every encoder): the output carries the source's primaries, transfer,
 matrix and range exactly, "unspecified" included, unless ``output.colour``
 (:class:`OutputColour`) names others; RGB<->YUV conversion always goes through
 :func:`sws_matrix` / :func:`sws_range` of the tags in question, so decode and
-encode use the same matrix and range and untouched pixels come back within a
-level (8 bit to 8 bit: about one on average, up to three on saturated full-range
-colours, lost to swscale's truncating 8-bit conversions).  An untagged matrix converts as BT.709 for HD (720 lines and more) and
+encode use the same matrix and range.  Where the output keeps the source's pixel
+format, matrix and range, untouched pixels keep the source's own samples
+(:mod:`pipeline.untouched`); elsewhere they come back within about half a level
+on average through RGB.  An untagged matrix converts as BT.709 for HD (720 lines and more) and
 BT.601 below; an untagged range as limited (full for ``yuvj*`` formats).  What
 a codec cannot say is fixed by :func:`written_tags`: ProRes stores limited
 range only, and HEVC and DNxHR (and H.264 once it describes colours) always

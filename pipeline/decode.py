@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import av
 import numpy as np
@@ -43,6 +43,39 @@ class Frame:
     pts: int
     rgb: np.ndarray
     alpha: np.ndarray | None = None
+    yuv: av.VideoFrame | None = field(default=None, repr=False)
+    """The decoded picture ``rgb`` came from (video sources without alpha), so a writer in the
+    source's own pixel format can keep its samples where ``rgb`` is unchanged
+    (:mod:`pipeline.untouched`).  It stays in its process: a pickled frame drops it."""
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "yuv": None}
+
+
+class DecodeConversion:
+    """How a source's decoded YUV pictures become the RGB of :class:`Frame` (one per decoder or writer:
+    it holds a swscale context)."""
+
+    def __init__(self, info: VideoInfo) -> None:
+        self.pix_fmt = info.pix_fmt
+        self.matrix = sws_matrix(info.colorspace, info.height)
+        self.colour_range = sws_range(info.color_range, info.pix_fmt)
+        self.alpha = has_alpha(info.pix_fmt)
+        fmt = rgb_format(info)
+        if self.alpha:
+            fmt = "rgba" if fmt == "rgb24" else "rgba64le"
+        self.format = fmt
+        self._reformatter = VideoReformatter()
+
+    def to_rgb(self, frame: av.VideoFrame) -> np.ndarray:
+        """``frame``'s pixels as full-range RGB (RGBA with alpha), 8 or 16 bit."""
+        return self._reformatter.reformat(
+            frame,
+            format=self.format,
+            src_colorspace=self.matrix,
+            src_color_range=self.colour_range,
+            dst_color_range="JPEG",
+        ).to_ndarray()
 
 
 def rgb_format(info: VideoInfo) -> str:
@@ -67,13 +100,7 @@ def decode_range(url: str, info: VideoInfo, start: int, end: int, *, threads: in
         raise MediaError(url, f"frame range [{start}, {end}) outside 0-{info.frame_count}")
     want = info.pts[start:end]
     stop_pts = info.pts[end] if end < info.frame_count else None
-    matrix = sws_matrix(info.colorspace, info.height)
-    colour_range = sws_range(info.color_range, info.pix_fmt)
-    alpha = has_alpha(info.pix_fmt)
-    fmt = rgb_format(info)
-    if alpha:
-        fmt = "rgba" if fmt == "rgb24" else "rgba64le"
-    reformatter = VideoReformatter()
+    conversion = DecodeConversion(info)
     # Index into info.keyframes of the keyframe at or before `start`.
     k = bisect.bisect_right(info.keyframes, start) - 1
     with open_container(url) as container:
@@ -110,14 +137,8 @@ def decode_range(url: str, info: VideoInfo, start: int, end: int, *, threads: in
                 raise MediaError(
                     url, f"frame {start + produced}: decoded pts {frame.pts}, index says {expected}"
                 )
-            pixels = reformatter.reformat(
-                frame,
-                format=fmt,
-                src_colorspace=matrix,
-                src_color_range=colour_range,
-                dst_color_range="JPEG",
-            ).to_ndarray()
-            if alpha:
+            pixels = conversion.to_rgb(frame)
+            if conversion.alpha:
                 yield Frame(
                     index=start + produced,
                     pts=frame.pts,
@@ -125,7 +146,7 @@ def decode_range(url: str, info: VideoInfo, start: int, end: int, *, threads: in
                     alpha=np.ascontiguousarray(pixels[..., 3]),
                 )
             else:
-                yield Frame(index=start + produced, pts=frame.pts, rgb=pixels)
+                yield Frame(index=start + produced, pts=frame.pts, rgb=pixels, yuv=frame)
             produced += 1
             if produced == len(want):
                 break

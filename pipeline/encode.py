@@ -27,6 +27,9 @@ Colour (:mod:`pipeline.colour`): the encoder, every frame and the MOV/MP4
 ``output.colour``'s, as the codec can say them), and RGB frames are converted
 with that matrix and range (never swscale's silent BT.601).  ProRes keeps its
 tags in each frame's header, so frames carry them as well as the encoder.
+A segment in the source's own pixel format, matrix and range keeps the source's
+YUV samples wherever the frame is unchanged (:mod:`pipeline.untouched`), so
+pixels outside the faces are not rounded through RGB.
 """
 
 from __future__ import annotations
@@ -49,9 +52,11 @@ from pydantic import field_validator
 from pipeline.chunking import Chunk
 from pipeline.colour import ColourTags, OutputColour, conversion, mux_options, output_tags, source_tags
 from pipeline.configbase import Frozen
-from pipeline.decode import Frame, has_alpha, rgb_format
+from pipeline.decode import DecodeConversion, Frame, has_alpha, rgb_format
 from pipeline.errors import MediaError, SpecError
+from pipeline.pixfmt import PRORES_444, chroma_shift, pick_pix_fmt
 from pipeline.probe import VideoInfo
+from pipeline.untouched import keep_source_samples, keeps_samples, same_layout, unchanged_mask
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +70,6 @@ _NVENC_PRESET = {
     "medium": "p4", "slow": "p5", "slower": "p6", "veryslow": "p7", "placebo": "p7",
 }
 # fmt: on
-# prores_ks profile names of the 4:4:4 ProRes codecs (``prores`` itself picks 422 HQ or 4444).
-_PRORES_444 = {"prores_4444": "4444", "prores_4444xq": "4444xq"}
 _DNXHR_MIN_SIZE = (256, 120)  # FFmpeg's dnxhd encoder refuses smaller DNxHR frames
 
 
@@ -130,39 +133,6 @@ def can_open(name: str, pix_fmt: str, width: int = 256, height: int = 256) -> bo
         return False
 
 
-def _chroma_shift(pix_fmt: str) -> tuple[int, int]:
-    """log2 of the horizontal and vertical chroma subsampling of a YUV format."""
-    if "420" in pix_fmt or pix_fmt in ("nv12", "nv21", "p010le", "p016le"):
-        return 1, 1
-    if "422" in pix_fmt or pix_fmt in ("nv16", "p210le"):
-        return 1, 0
-    return 0, 0
-
-
-def _subsampling(pix_fmt: str) -> str:
-    x, y = _chroma_shift(pix_fmt)
-    return {(1, 1): "420", (1, 0): "422"}.get((x, y), "444")
-
-
-def _pick_pix_fmt(codec: str, info: VideoInfo, hardware_encoder: bool) -> str | None:
-    """The segment pixel format keeping the source's depth and subsampling (None: this encoder cannot)."""
-    deep = info.bit_depth > 8
-    sub = _subsampling(info.pix_fmt) if info.pix_fmt.startswith(("yuv", "nv", "p0")) else "444"
-    if codec == "prores":
-        return "yuv444p10le" if sub == "444" else "yuv422p10le"
-    if codec in _PRORES_444:
-        return "yuva444p10le" if has_alpha(info.pix_fmt) else "yuv444p10le"
-    if codec == "dnxhr_hqx":
-        return "yuv422p10le"
-    if hardware_encoder:
-        if sub == "422":
-            return None  # NVENC (before Blackwell) has no 4:2:2; the software encoder keeps it
-        if sub == "444":
-            return "yuv444p16le" if deep else "yuv444p"
-        return "p010le" if deep else "yuv420p"
-    return f"yuv{sub}p10le" if deep else f"yuv{sub}p"
-
-
 def _x26x_params(codec: str, gop: int) -> str:
     common = f"keyint={gop}:min-keyint={gop}:scenecut=0:open-gop=0"
     if codec == "hevc":
@@ -179,7 +149,7 @@ def choose_encoder(settings: EncodeSettings, info: VideoInfo) -> EncoderChoice:
     fps = float(info.frame_rate) if info.frame_rate else 25.0
     gop = max(1, round(fps * 2))  # 2 s GOPs: seekable output; segment starts are forced IDR
     candidates: list[tuple[str, bool]]
-    if settings.codec == "prores" or settings.codec in _PRORES_444:
+    if settings.codec == "prores" or settings.codec in PRORES_444:
         candidates = [("prores_ks", False)]
     elif settings.codec == "dnxhr_hqx":
         candidates = [("dnxhd", False)]
@@ -198,10 +168,10 @@ def choose_encoder(settings: EncodeSettings, info: VideoInfo) -> EncoderChoice:
     if not settings.hardware:
         candidates = [c for c in candidates if not c[1]]
     for name, hardware in candidates:
-        pix_fmt = _pick_pix_fmt(settings.codec, info, hardware)
+        pix_fmt = pick_pix_fmt(settings.codec, info, hardware)
         if pix_fmt is None:
             continue
-        x, y = _chroma_shift(pix_fmt)
+        x, y = chroma_shift(pix_fmt)
         if info.width % (1 << x) or info.height % (1 << y):
             raise MediaError(
                 info.url,
@@ -211,7 +181,7 @@ def choose_encoder(settings: EncodeSettings, info: VideoInfo) -> EncoderChoice:
         if not can_open(name, pix_fmt):
             continue
         if name == "prores_ks":
-            profile = _PRORES_444.get(settings.codec) or ("4" if pix_fmt == "yuv444p10le" else "3")
+            profile = PRORES_444.get(settings.codec) or ("4" if pix_fmt == "yuv444p10le" else "3")
             options = {"profile": profile, "vendor": "apl0"}
             container = "mov"
         elif name == "dnxhd":
@@ -273,6 +243,8 @@ class SegmentWriter:
         self._alpha = has_alpha(choice.pix_fmt)
         self._opaque: np.ndarray | None = None  # the alpha plane of frames that carry none
         self._reformatter = VideoReformatter()
+        source = DecodeConversion(info)  # frames keep the source's samples where unchanged when it matches
+        self._source = source if keeps_samples(source, choice.pix_fmt, self._matrix, self._range) else None
         os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
         try:
             self._container = av.open(
@@ -334,6 +306,13 @@ class SegmentWriter:
             src_color_range="JPEG",
             dst_color_range=self._range,
         )
+        source = frame.yuv
+        if (
+            self._source is not None
+            and source is not None
+            and same_layout(source.format.name, yuv.format.name)
+        ):
+            keep_source_samples(yuv, source, unchanged_mask(rgb, source, self._source))
         # ProRes writes each frame's own tags into its header (the reformat leaves them unspecified).
         yuv.color_primaries, yuv.color_trc, yuv.colorspace, yuv.color_range = self._tags
         yuv.pts = frame.pts - self.chunk.start_pts

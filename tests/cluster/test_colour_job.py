@@ -4,7 +4,7 @@ Five sources (BT.709 limited, BT.601 full range, untagged 8-bit, BT.709 10-bit,
 BT.2020 PQ 10-bit) are the shots of one job per codec, two chunks each.  Their
 frames hold no face, so every pixel is "outside the faces": decoded with the
 tags each file carries, the output equals its source up to the codec and
-swscale's rounding.  A wrong matrix moves the saturated patches by 4 levels or
+swscale's rounding, and exactly where the codec keeps the source's pixel format.  A wrong matrix moves the saturated patches by 4 levels or
 more, a wrong range by 10 or more.
 """
 
@@ -70,8 +70,10 @@ def _check_shot(codec: str, shot, source_url: str, want: ColourTags) -> None:
         # ProRes also states primaries, transfer and matrix in every frame's header.
         assert frame_tags(shot.output_url) == want, shot.name
     source = probe(source_url)
-    eight_bit = source.bit_depth == 8 and codec in ("h264", "hevc")
-    assert_kept(frame_errors(source, shot.output_url, want), f"{codec} {shot.name}", eight_bit=eight_bit)
+    same_samples = codec in ("h264", "hevc")  # these keep the source's pixel format, matrix and range
+    assert_kept(
+        frame_errors(source, shot.output_url, want), f"{codec} {shot.name}", same_samples=same_samples
+    )
 
 
 @pytest.mark.parametrize("codec", CODECS)

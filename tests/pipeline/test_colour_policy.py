@@ -107,7 +107,7 @@ def test_the_override_converts_with_the_matrix_and_range_it_writes(tmp_path) -> 
     assert read_back(out) == want
     box = read_colr(out)
     assert box is not None and box.kind == "nclx" and box.full_range
-    assert_kept(frame_errors(info, out, want), "h264 with output.colour", eight_bit=False)
+    assert_kept(frame_errors(info, out, want), "h264 with output.colour", same_samples=False)
 
 
 @pytest.mark.parametrize("name", ["bt709tenbit", "bt601full"])
@@ -118,4 +118,4 @@ def test_prores_frame_headers_state_the_sources_colour(name, tmp_path) -> None:
     out = _merged(info, EncodeSettings(codec="prores"), tmp_path / "prores", ".mov")
     want = dataclasses.replace(TAGS[name], range="tv")
     assert frame_tags(out) == read_back(out) == want
-    assert_kept(frame_errors(info, out, want), f"prores {name}", eight_bit=False)
+    assert_kept(frame_errors(info, out, want), f"prores {name}", same_samples=False)
