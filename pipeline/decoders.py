@@ -91,7 +91,7 @@ def nvdec_runtime_problem(device_id: int = 0) -> str | None:
         return f"CUDA device {device_id} does not exist ({count} device(s); models.execution.device_id)"
     try:
         importlib.import_module(NVDEC_PACKAGE)
-    except Exception as exc:  # the package raises RuntimeError/OSError for a missing driver library
+    except (ImportError, RuntimeError, OSError) as exc:  # a missing driver library: RuntimeError
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return f"{NVDEC_PACKAGE} failed to load: {first}"
     return None
