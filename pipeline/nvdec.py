@@ -205,6 +205,16 @@ def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield from rest
 
 
+def device_surfaces(url: str, info: VideoInfo, *, device_id: int = 0) -> Iterator[tuple[int, torch.Tensor]]:
+    """(pts, surface) of every frame of the source in order, as NVDEC leaves it in device memory.
+
+    A surface is NV12 (uint8) or P016 (16-bit samples), ``(height * 3 / 2, width)``
+    or wider; it is valid until the next item is asked for.  What the benchmark
+    times as NVDEC's own rate (no download, no colour conversion)."""
+    with open_container(url) as container:
+        yield from _surfaces(url, container, video_stream(url, container), None, info, device_id)
+
+
 def _decode_from(
     url: str,
     container: av.container.InputContainer,
@@ -213,10 +223,24 @@ def _decode_from(
     info: VideoInfo,
     device_id: int,
 ) -> Iterator[tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-    """(pts, host planes) of every frame NVDEC decodes from the keyframe at or before ``seek_pts``.
+    """(pts, host planes) of every frame NVDEC decodes from the keyframe at or before ``seek_pts``."""
+    for pts, surface in _surfaces(url, container, stream, seek_pts, info, device_id):
+        yield pts, planes_from_surface(surface, info.height, info.width, info.bit_depth)
+
+
+def _surfaces(
+    url: str,
+    container: av.container.InputContainer,
+    stream: av.VideoStream,
+    seek_pts: int | None,
+    info: VideoInfo,
+    device_id: int,
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """(pts, device surface) of every frame from the keyframe at or before ``seek_pts`` (None: the start).
 
     A new decoder (and bitstream filter) per seek: nothing of an earlier position
-    is carried over."""
+    is carried over.  NVDEC works on torch's current stream of the device, so what
+    torch does with a surface is ordered after its decoding."""
     import PyNvVideoCodec as nvc
 
     cuda_stream = torch.cuda.current_stream(torch.device("cuda", device_id))
@@ -236,8 +260,10 @@ def _decode_from(
             filtered = [packet] if bsf is None else bsf.filter(packet if packet.size else None)
             for one in filtered:
                 if one.size:
-                    yield from _frames(decoder, _packet_data(nvc, one), info, cuda_stream)
-        yield from _frames(decoder, nvc.PacketData(), info, cuda_stream)  # empty packet: end of stream
+                    for surface in decoder.Decode(_packet_data(nvc, one)):
+                        yield int(surface.getPTS()), torch.from_dlpack(surface)
+        for surface in decoder.Decode(nvc.PacketData()):  # an empty packet: end of stream, the rest comes out
+            yield int(surface.getPTS()), torch.from_dlpack(surface)
     except (av.error.FFmpegError, OSError) as exc:
         log.warning("%s: NVDEC decode stopped: %s", url, exc)
         return
@@ -249,13 +275,3 @@ def _packet_data(nvc: Any, packet: av.Packet) -> Any:
     data.bsl = packet.buffer_size
     data.pts = packet.pts if packet.pts is not None else 0
     return data
-
-
-def _frames(
-    decoder: Any, data: Any, info: VideoInfo, cuda_stream: torch.cuda.Stream
-) -> Iterator[tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-    """What one packet releases; each surface is copied to the host before the next packet reuses it."""
-    for surface in decoder.Decode(data):
-        planes = planes_from_surface(torch.from_dlpack(surface), info.height, info.width, info.bit_depth)
-        cuda_stream.synchronize()
-        yield int(surface.getPTS()), planes
