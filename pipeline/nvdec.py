@@ -261,12 +261,17 @@ def _surfaces(
             for one in filtered:
                 if one.size:
                     for surface in decoder.Decode(_packet_data(nvc, one)):
-                        yield int(surface.getPTS()), torch.from_dlpack(surface)
+                        yield _signed(surface.getPTS()), torch.from_dlpack(surface)
         for surface in decoder.Decode(nvc.PacketData()):  # an empty packet: end of stream, the rest comes out
-            yield int(surface.getPTS()), torch.from_dlpack(surface)
+            yield _signed(surface.getPTS()), torch.from_dlpack(surface)
     except (av.error.FFmpegError, OSError) as exc:
         log.warning("%s: NVDEC decode stopped: %s", url, exc)
         return
+
+
+def _signed(timestamp: int) -> int:
+    """NVDEC carries timestamps as unsigned 64-bit: a negative pts (MP4 B-frame delay) comes back wrapped."""
+    return (int(timestamp) + 2**63) % 2**64 - 2**63
 
 
 def _packet_data(nvc: Any, packet: av.Packet) -> Any:
