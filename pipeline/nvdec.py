@@ -251,22 +251,59 @@ def _surfaces(
         cudastream=cuda_stream.cuda_stream,
         usedevicememory=True,
     )
-    extradata = stream.codec_context.extradata or b""
-    name = _ANNEXB.get(info.codec) if extradata[:1] == b"\x01" else None  # avcC/hvcC: length-prefixed NALs
-    bsf = av.BitStreamFilterContext(name, stream) if name is not None else None
     try:
-        container.seek(seek_pts if seek_pts is not None else 0, stream=stream, backward=True)
-        for packet in container.demux(stream):
-            filtered = [packet] if bsf is None else bsf.filter(packet if packet.size else None)
-            for one in filtered:
-                if one.size:
-                    for surface in decoder.Decode(_packet_data(nvc, one)):
-                        yield _signed(surface.getPTS()), torch.from_dlpack(surface)
+        for packet in annexb_packets(container, stream, seek_pts, info.codec):
+            for surface in decoder.Decode(_packet_data(nvc, packet)):
+                yield _signed(surface.getPTS()), torch.from_dlpack(surface)
         for surface in decoder.Decode(nvc.PacketData()):  # an empty packet: end of stream, the rest comes out
             yield _signed(surface.getPTS()), torch.from_dlpack(surface)
     except (av.error.FFmpegError, OSError) as exc:
         log.warning("%s: NVDEC decode stopped: %s", url, exc)
         return
+
+
+def annexb_packets(
+    container: av.container.InputContainer, stream: av.VideoStream, seek_pts: int | None, codec: str
+) -> Iterator[av.Packet]:
+    """The stream's packets from the keyframe at or before ``seek_pts`` (None: the start), as NVDEC's
+    parser reads them: H.264/HEVC stored length-prefixed (avcC/hvcC: MP4, MOV, MKV) are rewritten
+    to start codes with the parameter sets in front of keyframes (``*_mp4toannexb``); the rest as stored.
+    """
+    extradata = stream.codec_context.extradata or b""
+    name = _ANNEXB.get(codec) if extradata[:1] == b"\x01" else None
+    bsf = av.BitStreamFilterContext(name, stream) if name is not None else None
+    # h264_mp4toannexb puts SPS/PPS before IDR frames only: an open-GOP seek point (an I-frame
+    # with a recovery point) would reach the decoder without them, so the first packet gets them.
+    lead = _avcc_parameter_sets(extradata) if name == "h264_mp4toannexb" else b""
+    container.seek(seek_pts if seek_pts is not None else 0, stream=stream, backward=True)
+    for packet in container.demux(stream):
+        # demux ends with an empty packet: the filter's flush
+        for one in [packet] if bsf is None else bsf.filter(packet if packet.size else None):
+            if not one.size:
+                continue
+            if lead:
+                one, lead = _prefixed(lead, one), b""
+            yield one
+
+
+def _avcc_parameter_sets(extradata: bytes) -> bytes:
+    """The SPS and PPS of an avcC record, each behind a start code."""
+    out, pos = [], 5
+    for count_mask in (0x1F, 0xFF):  # SPS count (low 5 bits), then PPS count
+        if pos >= len(extradata):
+            break
+        count, pos = extradata[pos] & count_mask, pos + 1
+        for _ in range(count):
+            size = int.from_bytes(extradata[pos : pos + 2], "big")
+            out.append(b"\0\0\0\1" + extradata[pos + 2 : pos + 2 + size])
+            pos += 2 + size
+    return b"".join(out)
+
+
+def _prefixed(lead: bytes, packet: av.Packet) -> av.Packet:
+    joined = av.Packet(lead + bytes(packet))
+    joined.pts, joined.dts, joined.time_base = packet.pts, packet.dts, packet.time_base
+    return joined
 
 
 def _signed(timestamp: int) -> int:

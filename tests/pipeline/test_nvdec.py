@@ -18,7 +18,7 @@ import torch
 
 from pipeline.decode import decode_range
 from pipeline.decoders import nvdec_runtime_problem
-from pipeline.nvdec import RgbConverter, frame_tags, planes_from_surface
+from pipeline.nvdec import RgbConverter, annexb_packets, frame_tags, planes_from_surface
 from pipeline.probe import probe
 from tests.clips import ClipSpec, clips_fixture, write_clip  # noqa: F401
 
@@ -106,3 +106,46 @@ def test_nvdec_frames_equal_pyav(tmp_path, name: str, spec: ClipSpec) -> None:
         )
         # within one code value of the output (8-bit, or 16-bit rgb48); the same swscale call makes it 0
         assert worst <= 1, f"{name} [{start}, {end}): colour differs by {worst} code values"
+
+
+@pytest.mark.parametrize("name", ["cfr_bframes", "ten_bit_hevc", "open_gop", "no_audio"])
+def test_annexb_packets_decode_alone_to_the_same_frames(clips, name: str) -> None:
+    """What NVDEC is fed: start-code packets that a decoder without the container's extradata
+    decodes, from a keyframe in the middle, to decode_range's frames (pts and pixels)."""
+    info = probe(clips.path(name))
+    key = info.keyframes[1]
+    fresh = av.CodecContext.create(info.codec, "r")  # no extradata: everything must be in the packets
+    with av.open(info.url) as container:
+        stream = container.streams.video[0]
+        packets = list(annexb_packets(container, stream, info.pts[key], info.codec))
+        assert all(bytes(p)[:4] == b"\0\0\0\1" or bytes(p)[:3] == b"\0\0\1" for p in packets)
+        decoded = [f for p in packets for f in fresh.decode(p)] + list(fresh.decode(None))
+    assert [f.pts for f in decoded] == list(info.pts[key:])
+    convert = RgbConverter(info, frame_tags(decoded[0]))
+    want = list(decode_range(info.url, info, key, info.frame_count))
+    for frame, expected in zip(decoded, want, strict=True):
+        assert np.array_equal(convert(_planes(frame), frame.pts), expected.rgb)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "name", ["cfr_bframes", "open_gop", "vfr", "ten_bit_hevc", "no_audio", "bt601_full_range"]
+)
+def test_nvdec_windows_around_keyframes_equal_pyav(clips, name: str) -> None:
+    """decode_range's own exactness test, through NVDEC: every window starting around a keyframe."""
+    problem = nvdec_runtime_problem()
+    if problem is not None:
+        pytest.skip(f"NVDEC unavailable: {problem}")
+    from pipeline.nvdec import nvdec_range
+
+    info = probe(clips.path(name))
+    starts = sorted({s for k in info.keyframes for s in (k - 1, k, k + 1) if 0 <= s < info.frame_count - 1})
+    for start in starts:
+        end = min(start + 4, info.frame_count)
+        got = list(nvdec_range(info.url, info, start, end))
+        want = list(decode_range(info.url, info, start, end))
+        assert [(f.index, f.pts) for f in got] == [(f.index, f.pts) for f in want], (name, start)
+        worst = max(
+            int(np.abs(a.rgb.astype(np.int32) - b.rgb.astype(np.int32)).max()) for a, b in zip(got, want)
+        )
+        assert worst <= 1, (name, start, worst)  # within one code value (the same swscale call: 0)
