@@ -10,9 +10,11 @@ every actor in :class:`~actors.render.RenderConfig` beside ``codec_threads``):
   bits, 4:2:0).  Each fallback is a warning in the job summary:
   ``NVDEC unavailable: <reason>; decoding with PyAV``.
 * ``pyav``: always PyAV (what every job did before NVDEC; no warning).
-* ``nvdec``: NVDEC or nothing: a source NVDEC cannot decode, CPU-only actors, or an
-  actor without the package or a CUDA device is a :class:`SpecError` naming
+* ``nvdec``: NVDEC or nothing: a video source NVDEC cannot decode, CPU-only actors, or
+  an actor without the package or a CUDA device is a :class:`SpecError` naming
   ``decode.backend`` and the reason, raised before any chunk is decoded.
+
+Image sequences are read by OpenImageIO whatever the backend: no warning, no error.
 
 Both decoders yield the same :class:`~pipeline.decode.Frame` objects for a range:
 same count, same pts, and the same RGB (NVDEC's YUV goes through the very swscale
@@ -102,13 +104,14 @@ def check_decode_spec(
 ) -> None:
     """The checks of ``decode.backend: nvdec`` that need no Ray: GPU actors, and sources NVDEC decodes.
 
-    Raises SpecError naming ``decode.backend``; nothing for ``auto`` and ``pyav``."""
+    Raises SpecError naming ``decode.backend``; nothing for ``auto`` and ``pyav``.  Image
+    sequences pass: OpenImageIO reads them whatever the video decoder."""
     if config.backend != "nvdec":
         return
     if gpus_per_actor == 0:
         raise SpecError("decode.backend", "nvdec needs GPU actors, but resources.gpus_per_actor is 0")
     for name, info in shots:
-        problem = nvdec_source_problem(info)
+        problem = nvdec_source_problem(info) if info.sequence is None else None
         if problem is not None:
             raise SpecError("decode.backend", f"nvdec cannot decode shot {name}: {problem}; use auto or pyav")
 
@@ -116,14 +119,15 @@ def check_decode_spec(
 def source_warnings(
     config: DecodeConfig, nvdec_ready: bool, shots: Sequence[tuple[str, VideoInfo]]
 ) -> list[str]:
-    """``auto``'s per-shot fallbacks where the actors have NVDEC but a source is not for it.
+    """``auto``'s per-shot fallbacks where the actors have NVDEC but a video source is not for it.
 
-    (When the actors have no NVDEC at all, their own set-up warning says so once.)"""
+    (When the actors have no NVDEC at all, their own set-up warning says so once; image
+    sequences are never a video decoder's, so they get no line.)"""
     if config.backend != "auto" or not nvdec_ready:
         return []
     out = []
     for name, info in shots:
-        problem = nvdec_source_problem(info)
+        problem = nvdec_source_problem(info) if info.sequence is None else None
         if problem is not None:
             out.append(fallback_warning(f"shot {name}: {problem}"))
     return out

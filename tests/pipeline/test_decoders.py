@@ -124,11 +124,12 @@ def test_explicit_nvdec_without_cuda_is_a_spec_error(stand_in_package) -> None:
         VideoDecoder(DecodeConfig(backend="nvdec"))
 
 
-def test_spec_checks_before_ray(clips) -> None:
+def test_spec_checks_before_ray(clips, tmp_path) -> None:
     h264 = ("a", probe(clips.path("cfr_bframes")))
     prores = ("b", probe(clips.path("ten_bit_prores")))
+    plates = ("c", probe_sequence(write_sequence(tmp_path, "s", count=2), fps=Fraction(24)))
     nvdec = DecodeConfig(backend="nvdec")
-    check_decode_spec(nvdec, None, [h264])  # GPU actors decided on the cluster: the actors check
+    check_decode_spec(nvdec, None, [h264, plates])  # GPU actors decided on the cluster: the actors check
     check_decode_spec(DecodeConfig(), 0, [h264, prores])  # auto and pyav: never an error
     with pytest.raises(SpecError, match="nvdec needs GPU actors, but resources.gpus_per_actor is 0"):
         check_decode_spec(nvdec, 0, [h264])
@@ -138,8 +139,13 @@ def test_spec_checks_before_ray(clips) -> None:
     assert "nvdec cannot decode shot b: NVDEC does not decode prores" in str(caught.value)
 
 
-def test_per_shot_warnings_only_where_actors_have_nvdec(clips) -> None:
-    shots = [("a", probe(clips.path("cfr_bframes"))), ("b", probe(clips.path("ten_bit_prores")))]
+def test_per_shot_warnings_only_where_actors_have_nvdec(clips, tmp_path) -> None:
+    plates = probe_sequence(write_sequence(tmp_path, "s", count=2), fps=Fraction(24))
+    shots = [
+        ("a", probe(clips.path("cfr_bframes"))),
+        ("b", probe(clips.path("ten_bit_prores"))),
+        ("c", plates),
+    ]
     assert source_warnings(DecodeConfig(), False, shots) == []  # the actors' own warning covers it
     assert source_warnings(DecodeConfig(backend="pyav"), True, shots) == []
     assert source_warnings(DecodeConfig(), True, shots) == [
