@@ -15,17 +15,21 @@ bitstream is decoded:
   device (10-bit shifted down to its 10-bit value) and downloads them: 1.5 samples
   per pixel, half of what the RGB frame weighs;
 * the planes become the ``yuv420p``/``yuv420p10le`` frame libavcodec would have
-  produced (:func:`yuv_frame`) and go through the same swscale call as
-  ``decode_range``'s, with the source's matrix and range.
+  produced (:func:`yuv_frame`), with the tags libavcodec sets on it (chroma siting
+  among them: swscale reads it; one frame per range is decoded on the CPU to learn
+  them), and go through the same swscale call as ``decode_range``'s.
 
 H.264, HEVC, AV1, VP9 and MPEG-2 decoding is bit-exact by the standards, so the
-frames equal PyAV's; the GPU test (``tests/pipeline/test_nvdec.py``) checks count,
-pts and pixels on generated clips.  The colour conversion stays swscale's on
-purpose: a float BT.709 conversion on the device differs from swscale's fixed-point
-tables by up to 3 levels at 8 bits, more at 10, and outputs must stay byte-identical.
+frames should equal PyAV's; the CPU tests prove it for every step after the
+hardware decoder (packets decodable without the container's extradata, surface
+-> planes -> RGB), the GPU tests for NVDEC itself.  The colour conversion stays
+swscale's on purpose: measured against it, a float BT.709 conversion with nearest
+chroma is off by up to 3 levels at 8 bits and far more at 10 (swscale filters the
+chroma there), and outputs must stay byte-identical.
 
-Imports torch; ``PyNvVideoCodec`` only inside :func:`nvdec_range`, so the plane
-helpers run (and are tested) on any machine.
+Imports torch; ``PyNvVideoCodec`` only when decoding, so the helpers run (and are
+tested) on any machine.  The frames are handed over on the host, as ``decode_range``'s:
+the device renderer uploads them again (a device-resident hand-over is not built).
 """
 
 from __future__ import annotations
