@@ -42,7 +42,8 @@ from actors.results import ChunkAnalysis, SegmentResult, analysis_stages
 from actors.segments import ChunkSegments
 from pipeline.chunking import Chunk
 from pipeline.configbase import Frozen
-from pipeline.decode import Frame, decode_range
+from pipeline.decode import Frame
+from pipeline.decoders import DecodeConfig, VideoDecoder
 from pipeline.encode import EncoderChoice, EncodeSettings, choose_encoder
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource
@@ -78,6 +79,7 @@ class RenderConfig(Frozen):
     """Decoder and encoder threads each; 0: the codecs' defaults (one per core).  The
     driver sets CPU actors' to their CPU reservation so actors sharing a node don't
     oversubscribe its cores."""
+    decode: DecodeConfig = DecodeConfig()  # PyAV or NVDEC (pipeline.decoders); the spec's ``decode``
     watermark: WatermarkConfig | None = None
     """When set, ``watermark_payload`` is marked invisibly in every replaced face's box."""
     watermark_payload: int | None = None
@@ -104,6 +106,7 @@ class RenderWorker(PictureEmbeddings):
         self.setup_seconds = 0.0
         self.chunks_done = 0
         self._analyzer: Any = None
+        self.decoder: VideoDecoder | None = None  # made in _setup: an nvdec that cannot run is a set-up error
         self._renderers: dict[FaceConfig, Renderer] = {}  # one per shot-level faces config, made on first use
         self.plates = PlateFrames(config.codec_threads)  # image-sequence reading and writing
         started = time.perf_counter()
@@ -122,6 +125,7 @@ class RenderWorker(PictureEmbeddings):
         from pipeline.models.loader import load_face_models
         from pipeline.models.pack import load_pack
 
+        self.decoder = VideoDecoder(self.config.decode, self.config.execution.device_id)
         pack = load_pack(self.config.pack_url, cache_dir=self.config.pack_cache_dir)
         self.models = load_face_models(pack, self.config.execution)
         if self.models.lora_slots is not None:
@@ -176,7 +180,8 @@ class RenderWorker(PictureEmbeddings):
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "providers": dict(self.models.providers),
-            "warnings": list(self.models.warnings),
+            "warnings": list(self.models.warnings) + (self.decoder.warnings if self.decoder else []),
+            "nvdec": self.decoder is not None and self.decoder.nvdec_ready,
             "pack": {
                 "url": self.config.pack_url,
                 "name": self.models.pack.manifest.name,
@@ -206,7 +211,8 @@ class RenderWorker(PictureEmbeddings):
     def _decode(self, shot_url: str, info: VideoInfo, chunk: Chunk) -> Iterator[Frame]:
         if info.sequence is not None:
             return self.plates.decode(info, chunk)
-        return decode_range(
+        assert self.decoder is not None  # _ready() passed
+        return self.decoder.frames(
             shot_url, info, chunk.start_frame, chunk.end_frame, threads=self.config.codec_threads
         )
 

@@ -29,6 +29,7 @@ def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
         passes=tuple(p for p in spec.output.passes if p != "tracks"),
         qc=spec.qc,
         limits=spec.limits,
+        decode=spec.decode,
         # CPU actors' codecs too: an actor uses the cores it reserved, no more.
         codec_threads=actor_execution_threads(pool) if pool.num_gpus == 0 else 0,
     )

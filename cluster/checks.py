@@ -30,6 +30,7 @@ from cluster.trust import Authorisation
 from cluster.windows import ShotWindow, render_chunks, shot_window
 from pipeline import storage
 from pipeline.chunking import Chunk, ChunkPlan, plan_chunks
+from pipeline.decoders import check_decode_spec
 from pipeline.errors import RecastError, SpecError
 from pipeline.limits import MANIFEST_MAX_BYTES, InputLimits
 from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
@@ -175,6 +176,7 @@ def prepare_job(
                         f"{url} (shot {shot.name}'s pass) already exists (set if_exists: overwrite)",
                     )
         planned.append(planned_one)
+    check_decode_spec(spec.decode, spec.resources.gpus_per_actor, [(p.ref.name, p.info) for p in planned])
     # An unwritable destination must fail the job now, not after hours of rendering.
     for parent in sorted({_parent(p.ref.output_url) for p in planned}):
         storage.check_writable(parent)

@@ -51,6 +51,7 @@ from cluster.shot_run import ShotRun
 from cluster.spec import JobSpec
 from cluster.summary import JobSummary
 from pipeline import storage
+from pipeline.decoders import source_warnings
 
 logger = logging.getLogger(__name__)
 
@@ -192,6 +193,10 @@ class JobRunner:
         try:
             infos, starting = pool.warm()
             observer.actors_ready(infos, len(pool.actors))
+            nvdec = any(i.get("nvdec") for i in infos)  # auto: shots the actors' NVDEC cannot decode
+            observer.warn(
+                source_warnings(spec.decode, nvdec, [(p.ref.name, p.info) for p in prepared.planned])
+            )
             provenance.check_faces(pool.first)  # consent bound to faces, before any chunk is read
             provenance.write_intent([p.ref for p in prepared.planned])
             embeddings = ray.get(pool.first.identity_embeddings.remote())

@@ -42,6 +42,7 @@ from cluster.output_spec import FieldError, OutputSpec
 from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, overridden
 from pipeline import storage, yamlload
 from pipeline.configbase import Frozen
+from pipeline.decoders import DecodeConfig
 from pipeline.errors import InputRefused, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.limits import CHUNK_MAX_SECONDS, SPEC_MAX_BYTES, InputLimits, min_chunk_seconds
@@ -194,6 +195,8 @@ class JobSpec(Frozen):
     """Largest source frames, identity pictures and shot count (:mod:`pipeline.limits`)."""
     lease: LeaseConfig = LeaseConfig()
     """The work area's lease: one driver at a time (see :mod:`cluster.lease`)."""
+    decode: DecodeConfig = DecodeConfig()
+    """Which decoder reads video sources: ``backend`` auto (NVDEC where available), pyav or nvdec."""
 
     @model_validator(mode="before")
     @classmethod
