@@ -6,6 +6,7 @@ from actors.render import RenderConfig
 from cluster.pool import PoolPlan, actor_execution_threads
 from cluster.provenance import watermark_config
 from cluster.spec import JobSpec
+from pipeline.decoders import DecodeConfig
 
 
 def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
@@ -29,7 +30,10 @@ def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
         passes=tuple(p for p in spec.output.passes if p != "tracks"),
         qc=spec.qc,
         limits=spec.limits,
-        decode=spec.decode,
+        # Actors without a GPU have no NVDEC to look for: auto is PyAV there, without a warning.
+        decode=spec.decode
+        if pool.num_gpus or spec.decode.backend != "auto"
+        else DecodeConfig(backend="pyav"),
         # CPU actors' codecs too: an actor uses the cores it reserved, no more.
         codec_threads=actor_execution_threads(pool) if pool.num_gpus == 0 else 0,
     )

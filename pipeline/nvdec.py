@@ -42,10 +42,8 @@ from typing import Any
 import av
 import numpy as np
 import torch
-from av.video.reformatter import VideoReformatter
 
-from pipeline.colour import sws_matrix, sws_range
-from pipeline.decode import Frame, rgb_format
+from pipeline.decode import DecodeConversion, Frame
 from pipeline.errors import MediaError
 from pipeline.probe import VideoInfo, open_container, video_stream
 
@@ -115,25 +113,17 @@ def yuv_frame(planes: Sequence[np.ndarray], pix_fmt: str, pts: int, tags: dict[s
 
 
 class RgbConverter:
-    """YUV planes of a source's frame -> its RGB pixels, by the very swscale call of
-    :func:`~pipeline.decode.decode_range` (the source's matrix and range, full-range RGB out)."""
+    """YUV planes of a source's frame -> its RGB pixels and the frame they came from, by the very
+    conversion of :func:`~pipeline.decode.decode_range` (:class:`~pipeline.decode.DecodeConversion`)."""
 
     def __init__(self, info: VideoInfo, tags: dict[str, int]) -> None:
         self.pix_fmt = info.pix_fmt
         self.tags = tags
-        self.rgb_format = rgb_format(info)
-        self.matrix = sws_matrix(info.colorspace, info.height)
-        self.colour_range = sws_range(info.color_range, info.pix_fmt)
-        self.reformatter = VideoReformatter()
+        self.conversion = DecodeConversion(info)
 
-    def __call__(self, planes: Sequence[np.ndarray], pts: int) -> np.ndarray:
-        return self.reformatter.reformat(
-            yuv_frame(planes, self.pix_fmt, pts, self.tags),
-            format=self.rgb_format,
-            src_colorspace=self.matrix,
-            src_color_range=self.colour_range,
-            dst_color_range="JPEG",
-        ).to_ndarray()
+    def __call__(self, planes: Sequence[np.ndarray], pts: int) -> tuple[np.ndarray, av.VideoFrame]:
+        frame = yuv_frame(planes, self.pix_fmt, pts, self.tags)
+        return self.conversion.to_rgb(frame), frame
 
 
 def nvdec_range(url: str, info: VideoInfo, start: int, end: int, *, device_id: int = 0) -> Iterator[Frame]:
@@ -177,7 +167,8 @@ def nvdec_range(url: str, info: VideoInfo, start: int, end: int, *, device_id: i
             if produced >= len(want) or pts != want[produced]:
                 expected = want[produced] if produced < len(want) else "none"
                 raise MediaError(url, f"frame {start + produced}: NVDEC pts {pts}, index says {expected}")
-            yield Frame(index=start + produced, pts=pts, rgb=to_rgb(planes, pts))
+            rgb, yuv = to_rgb(planes, pts)
+            yield Frame(index=start + produced, pts=pts, rgb=rgb, yuv=yuv)
             produced += 1
             if produced == len(want):
                 break

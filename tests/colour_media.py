@@ -131,13 +131,13 @@ def assert_kept(errors: list[tuple[float, float, float, float]], what: str, *, s
     matrix and range, so the writer keeps the source's YUV samples where the frame is
     unchanged (:mod:`pipeline.untouched`) and a lossless output decodes equal to the
     source (x265, and x264 at 10 bit, are near-lossless at quality 0: a few hundredths of a level
-    on average, a rare pixel two).  Otherwise the frame is
+    on average, a rare pixel up to four: x265 at quality 0 is not its lossless mode).  Otherwise the frame is
     converted through RGB: an 8-bit source decodes truncated to 8 bits and its 10-bit
     output more exactly, so patches move by up to 1.2 levels and single flat pixels
     by up to 1.35 (measured); the bounds leave a little room.
     """
     patch_limit, pixel_limit, flat_limit, mean_limit = (
-        (0.1, 2.0, 0.05, 0.1) if same_samples else (1.5, 1.5, 0.6, 1.0)
+        (0.1, 5.0, 0.05, 0.1) if same_samples else (1.5, 1.5, 0.6, 1.0)
     )
     for i, (mean, flat_mean, flat_max, patches) in enumerate(errors):
         assert (
