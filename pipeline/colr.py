@@ -29,10 +29,15 @@ class Colr:
 def read_colr(path: str) -> Colr | None:
     """The ``colr`` box of the first video track of the MOV/MP4 at ``path`` (None: the track has none)."""
     with open(path, "rb") as fh:
-        for kind, start, size in _boxes(fh, 0, None):
-            if kind == b"moov":
-                fh.seek(start)
-                return _in_moov(fh.read(size))
+        return read_colr_from(fh)
+
+
+def read_colr_from(fh: BinaryIO) -> Colr | None:
+    """:func:`read_colr` of an open, seekable MOV/MP4 file (local or an object-store reader)."""
+    for kind, start, size in _boxes(fh, 0, None):
+        if kind == b"moov":
+            fh.seek(start)
+            return _in_moov(fh.read(size))
     return None
 
 

@@ -22,6 +22,7 @@ import av.container
 
 from pipeline import storage
 from pipeline.colour import MATRICES, PRIMARIES, RANGES, TRANSFERS, name_of
+from pipeline.colr import read_colr_from
 from pipeline.errors import MediaError, StorageError
 from pipeline.limits import InputLimits
 from pipeline.plates.types import SequenceInfo
@@ -166,6 +167,16 @@ def _timecode(container: av.container.InputContainer, stream: av.VideoStream) ->
     return None
 
 
+def _described_by_colr(url: str) -> tuple[int, int, int]:
+    """Primaries, transfer and matrix as the MOV's own ``colr`` box states them (2: unspecified).
+
+    FFmpeg's DNxHR decoder reports BT.709 whatever the file says, so an untagged DNxHR
+    source would otherwise come back tagged BT.709."""
+    with storage.open_read(url) as fh:
+        box = read_colr_from(fh)
+    return (2, 2, 2) if box is None else (box.primaries, box.transfer, box.matrix)
+
+
 def _bit_depth(pix_fmt: str) -> int:
     fmt = av.VideoFormat(pix_fmt)
     return max(c.bits for c in fmt.components)
@@ -295,6 +306,9 @@ def probe(url: str, *, allow_truncated: bool = False, limits: InputLimits | None
         pix_fmt = ctx.pix_fmt or (ctx.format.name if ctx.format else None)
         if not pix_fmt:
             raise MediaError(url, "unknown pixel format (unsupported video codec?)")
+        codes = (ctx.color_primaries, ctx.color_trc, ctx.colorspace)
+        if ctx.name == "dnxhd" and container.format.name.startswith("mov"):
+            codes = _described_by_colr(url)
         return VideoInfo(
             url=url,
             codec=ctx.name,
@@ -309,9 +323,9 @@ def probe(url: str, *, allow_truncated: bool = False, limits: InputLimits | None
             pts=tuple(pts),
             keyframes=keyframes,
             duration_seconds=duration,
-            color_primaries=name_of(PRIMARIES, ctx.color_primaries),
-            color_trc=name_of(TRANSFERS, ctx.color_trc),
-            colorspace=name_of(MATRICES, ctx.colorspace),
+            color_primaries=name_of(PRIMARIES, codes[0]),
+            color_trc=name_of(TRANSFERS, codes[1]),
+            colorspace=name_of(MATRICES, codes[2]),
             color_range=name_of(RANGES, ctx.color_range),
             rotation=_rotation(stream),
             timecode=_timecode(container, stream),

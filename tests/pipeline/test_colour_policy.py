@@ -10,7 +10,7 @@ import pydantic
 import pytest
 
 from pipeline.chunking import plan_chunks
-from pipeline.colour import ColourTags, OutputColour, written_tags
+from pipeline.colour import ColourTags, OutputColour, source_tags, written_tags
 from pipeline.colr import read_colr
 from pipeline.encode import EncodeSettings, choose_encoder
 from pipeline.merge import merge_segments
@@ -95,6 +95,22 @@ def test_an_untagged_dnxhr_output_says_nothing_whatever_the_decoder_fills_in(tmp
     out = _merged(info, EncodeSettings(codec="dnxhr_hqx"), tmp_path / "dnxhr", ".mov")
     assert read_colr(out) is None  # FFmpeg's DNxHR decoder reports bt709 for it; the file says nothing
     assert read_back(out) == ColourTags(range="tv")
+
+
+@pytest.mark.parametrize("name", ["untagged", "bt601full"])
+def test_a_dnxhr_source_is_read_as_its_colr_box_describes_it(name, tmp_path) -> None:
+    # FFmpeg's DNxHR decoder reports BT.709 for any file; probe reads the file's own box instead,
+    # so an untagged DNxHR plate stays untagged through a job (and H.264 from it says nothing).
+    info = probe(write_clip(tmp_path / f"{name}.mp4", SOURCES[name]))
+    dnxhr = probe(_merged(info, EncodeSettings(codec="dnxhr_hqx"), tmp_path / "dnxhr", ".mov"))
+    want = dataclasses.replace(TAGS[name], range=TAGS[name].range if name == "bt601full" else "tv")
+    assert source_tags(dnxhr) == want
+    out = _merged(dnxhr, EncodeSettings(codec="h264", quality=0, hardware=False), tmp_path / "h264", ".mp4")
+    back = read_back(out)
+    if name == "bt601full":
+        assert back == want
+    else:  # H.264 says a limited range only together with a colour description
+        assert not back.describes_colour() and back.range in ("tv", "unspecified"), back
 
 
 def test_the_override_converts_with_the_matrix_and_range_it_writes(tmp_path) -> None:
