@@ -10,8 +10,7 @@ import pytest
 from cluster.driver import run_job
 from cluster.spec import parse_spec
 from jobs.bench.clips import make_face_clip, write_source_image
-
-pytestmark = pytest.mark.ray
+from pipeline.errors import SpecError
 
 
 def _job(tmp_path, clip: str, source: str, name: str, **resources: object) -> dict:
@@ -26,6 +25,26 @@ def _job(tmp_path, clip: str, source: str, name: str, **resources: object) -> di
     }
 
 
+@pytest.mark.parametrize("value", [-1, "lots", 1.5, True, None, 2 * 1024 * 1024])
+def test_a_bad_budget_is_refused_by_name(tmp_path, value: object) -> None:
+    data = _job(tmp_path, "clip.mp4", "source.jpg", "bad", decode_cache_mb=value)
+    with pytest.raises(SpecError) as caught:
+        parse_spec(data)
+    assert caught.value.field == "resources.decode_cache_mb"
+
+
+def test_the_budget_reaches_every_actor(tmp_path) -> None:
+    from cluster.actor_config import render_config
+    from cluster.pool import PoolPlan
+
+    plan = PoolPlan(actors=1, num_cpus=1, num_gpus=0)
+    spec = parse_spec(_job(tmp_path, "clip.mp4", "source.jpg", "default"))
+    assert render_config(spec, plan).decode_cache_mb == 2048
+    spec = parse_spec(_job(tmp_path, "clip.mp4", "source.jpg", "off", decode_cache_mb=0))
+    assert render_config(spec, plan).decode_cache_mb == 0
+
+
+@pytest.mark.ray
 def test_renders_reuse_the_analysis_decode_and_publish_the_same_bytes(ray_local, tmp_path) -> None:
     clip = make_face_clip(str(tmp_path / "shot.mp4"), seconds=2, fps=24, width=320, height=180, gop=12)
     source = write_source_image(str(tmp_path / "source.jpg"))
