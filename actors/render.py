@@ -26,13 +26,14 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
 from pydantic import Field
 
+from actors.chunkframes import ChunkFrames
 from actors.consent import PictureEmbeddings
 from actors.marking import FrameMarker
 from actors.output import redact_actor_output
@@ -42,7 +43,6 @@ from actors.results import ChunkAnalysis, SegmentResult, analysis_stages
 from actors.segments import ChunkSegments
 from pipeline.chunking import Chunk
 from pipeline.configbase import Frozen
-from pipeline.decode import Frame
 from pipeline.decoders import DecodeConfig, VideoDecoder
 from pipeline.encode import EncoderChoice, EncodeSettings, choose_encoder
 from pipeline.errors import RecastError, SpecError
@@ -58,6 +58,7 @@ from pipeline.qc.config import QcConfig
 from pipeline.stages import StageTimes, run_stages
 
 if TYPE_CHECKING:
+    from pipeline.decode import Frame
     from pipeline.faces.renderers.base import Renderer
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ class RenderConfig(Frozen):
     qc: QcConfig | None = None
     """QC measures taken while rendering (None or disabled: none)."""
     limits: InputLimits = InputLimits()  # identity pictures' file size and pixels (the spec's)
+    decode_cache_mb: int = Field(default=2048, ge=0)
+    """Decoded pictures kept from analyses for renders on this actor (:mod:`actors.chunkframes`); 0: off."""
 
 
 class RenderWorker(PictureEmbeddings):
@@ -109,6 +112,7 @@ class RenderWorker(PictureEmbeddings):
         self.decoder: VideoDecoder | None = None  # made in _setup: an nvdec that cannot run is a set-up error
         self._renderers: dict[FaceConfig, Renderer] = {}  # one per shot-level faces config, made on first use
         self.plates = PlateFrames(config.codec_threads)  # image-sequence reading and writing
+        self.frames = ChunkFrames(self.plates, config.codec_threads, config.decode_cache_mb)
         started = time.perf_counter()
         try:
             self._setup()
@@ -125,7 +129,7 @@ class RenderWorker(PictureEmbeddings):
         from pipeline.models.loader import load_face_models
         from pipeline.models.pack import load_pack
 
-        self.decoder = VideoDecoder(self.config.decode, self.config.execution.device_id)
+        self.decoder = self.frames.decoder = VideoDecoder(self.config.decode, self.config.execution.device_id)
         pack = load_pack(self.config.pack_url, cache_dir=self.config.pack_cache_dir)
         self.models = load_face_models(pack, self.config.execution)
         if self.models.lora_slots is not None:
@@ -208,14 +212,6 @@ class RenderWorker(PictureEmbeddings):
             choose_encoder(settings, info) if info.sequence is None else frames_writer(info) for info in infos
         ]
 
-    def _decode(self, shot_url: str, info: VideoInfo, chunk: Chunk) -> Iterator[Frame]:
-        if info.sequence is not None:
-            return self.plates.decode(info, chunk)
-        assert self.decoder is not None  # _ready() passed
-        return self.decoder.frames(
-            shot_url, info, chunk.start_frame, chunk.end_frame, threads=self.config.codec_threads
-        )
-
     def analyze_chunk(self, shot_url: str, info: VideoInfo, chunk: Chunk) -> ChunkAnalysis:
         """Detect every face of every frame of ``chunk`` and embed them (``faces.embed`` says which)."""
         self._ready()
@@ -226,8 +222,9 @@ class RenderWorker(PictureEmbeddings):
         def analyze(frames: list[Frame]) -> list[list[Face]]:
             return self._analyzer.analyze_frames(frames, schedule, tiles)
 
+        source, collector = self.frames.for_analysis(shot_url, info, chunk)
         times = run_stages(
-            self._decode(shot_url, info, chunk),
+            source,
             analyze,
             faces.append,
             batch_size=self.config.faces.batch_size,
@@ -238,6 +235,7 @@ class RenderWorker(PictureEmbeddings):
                 f"{shot_url}: chunk {chunk.index} decoded {len(faces)} frames, "
                 f"expected {chunk.end_frame - chunk.start_frame}"
             )
+        self.frames.analysed(collector)  # keeps the decoded pictures for the render, if they fit
         self.chunks_done += 1
         return ChunkAnalysis(
             chunk_index=chunk.index,
@@ -267,12 +265,13 @@ class RenderWorker(PictureEmbeddings):
         renderer = self.renderer(faces)
         stage_before = dict(renderer.stage_seconds)
         batches = self._batch_renderer(renderer, info, chunk, tasks_per_frame)
+        source, reused = self.frames.for_render(shot_url, info, chunk)
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
             with ChunkSegments(
                 tmp, info, encoder, chunk, self.config.passes, threads=self.config.codec_threads
             ) as segments:
                 times: StageTimes = run_stages(
-                    self._decode(shot_url, info, chunk),
+                    source,
                     batches,
                     segments.write,
                     batch_size=self.config.faces.batch_size,
@@ -297,7 +296,7 @@ class RenderWorker(PictureEmbeddings):
         )
         return self._result(
             chunk, segment_url, (digest, nbytes, segments.written), tasks_per_frame, stages, renderer,
-            stage_before, encoder.name, started, times, extra=self._with_qc(extra, batches),
+            stage_before, encoder.name, started, times, extra=self._with_qc(extra, batches), reused=reused,
         )  # fmt: skip
 
     def render_frames(
@@ -322,7 +321,7 @@ class RenderWorker(PictureEmbeddings):
         written, stages, times, files = self.plates.render(
             info,
             chunk,
-            self._decode(shot_url, info, chunk),
+            self.frames.decode(shot_url, info, chunk),
             batches,
             output_url,
             compression,
@@ -383,6 +382,7 @@ class RenderWorker(PictureEmbeddings):
         started: float,
         times: StageTimes,
         extra: dict[str, Any] | None = None,
+        reused: bool = False,
     ) -> SegmentResult:
         for key, value in renderer.stage_seconds.items():
             stages[f"render.{key}"] = value - stage_before.get(key, 0.0)
@@ -391,7 +391,7 @@ class RenderWorker(PictureEmbeddings):
         return SegmentResult(
             chunk.index, url, digest, nbytes, frames, sum(len(t) for t in tasks_per_frame), stages,
             dict(self.models.providers), encoder, self.label, time.perf_counter() - started,
-            times.process_busy_share, extra or {},
+            times.process_busy_share, extra or {}, frames if reused else 0, 0 if reused else frames,
         )  # fmt: skip
 
 

@@ -65,3 +65,7 @@ class SegmentResult:
     wall_seconds: float
     model_busy_share: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    frames_reused: int = 0
+    """Frames converted from the analysis' decoded pictures (:mod:`actors.chunkframes`)."""
+    frames_decoded: int = 0
+    """Frames the render decoded (or read, for image sequences)."""

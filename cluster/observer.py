@@ -177,6 +177,7 @@ class JobObserver:
         summary.analyses_run += 1
         summary.faces_analysed += analysis.face_count
         summary.faces_embedded += max(0, analysis.faces_embedded)
+        summary.frames_decoded += len(analysis.faces)  # one decode per analysed frame
         summary.add_stages({k: v for k, v in analysis.stage_seconds.items() if k != "wall"})
 
     def tracked(self, shot: str, faces_detected: int) -> None:
@@ -213,6 +214,9 @@ class JobObserver:
         summary.chunks_rendered += 1
         summary.add_stages(result.stage_seconds)
         summary.faces_swapped += result.faces_swapped
+        summary.frames_rendered += result.frames
+        summary.frames_decoded += result.frames_decoded
+        summary.frames_reused += result.frames_reused
         summary.add_watermark(result.extra.get("watermark"))
         for role, providers in result.providers.items():
             summary.providers.setdefault(role, list(providers))

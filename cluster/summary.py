@@ -49,6 +49,12 @@ class ShotSummary:
     faces_embedded: int = 0
     """Of those, the faces the recognizer embedded (``faces.embed``: per track or every frame)."""
     analyses_reused: int = 0
+    frames_rendered: int = 0
+    """Frames of the chunks this run rendered."""
+    frames_decoded: int = 0
+    """Frames decoded by this run's analyses and renders (``frames_reused``: renders fed from their
+    analysis' decoded pictures instead, ``resources.decode_cache_mb``)."""
+    frames_reused: int = 0
     reused: bool = False
     """True when the published output of an earlier run of the same job was kept as it is."""
     qc: dict[str, Any] | None = None
@@ -131,6 +137,12 @@ class JobSummary:
     def fps(self) -> float:
         return self.frames / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
+    @property
+    def decode_calls_per_frame(self) -> float | None:
+        """Decodes (analyses + renders) per rendered frame: 2.0 without reuse, 1.0 when every render reused."""
+        rendered = sum(s.frames_rendered for s in self.shots)
+        return sum(s.frames_decoded for s in self.shots) / rendered if rendered else None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "job_id": self.job_id,
@@ -143,6 +155,7 @@ class JobSummary:
             "setup_seconds": round(self.setup_seconds, 3),
             "first_analysis_seconds": _round(self.first_analysis_seconds),
             "first_chunk_seconds": _round(self.first_chunk_seconds),
+            "decode_calls_per_frame": _round(self.decode_calls_per_frame),
             "started_at_epoch": self.started_at_epoch,
             "warnings": self.warnings,
             "failures": self.failures,

@@ -11,7 +11,9 @@ thread and one codec thread as a one-CPU actor runs:
   the detector (``detect_batch`` on batches of the actor's size) and the
   recognizer (``embed_aligned`` on the faces' aligned crops, all of them);
 * ``ratio`` = actor seconds / (decode + detector + recognizer alone), with the
-  recognizer's share scaled to the faces the mode embeds.  Target: <= 1.2.
+  recognizer's share scaled to the faces the mode embeds.  Target: <= 1.2;
+* ``reuse``: the chunk's render from the pictures the ``track`` analysis kept, against
+  decoding it again (:mod:`jobs.bench.decode_reuse`): decode calls per frame, seconds, fps.
 
     python -m jobs.bench.analysis CLIP [--pack builtin:default] [--frames 48]
 """
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from actors.render import RenderConfig, RenderWorker
+from jobs.bench.decode_reuse import measure_render_reuse, reuse_lines
 from pipeline.chunking import Chunk
 from pipeline.decode import decode_range
 from pipeline.faces.align import warp_crops
@@ -73,6 +76,8 @@ def measure_analysis(
             "recognizer_calls_per_frame": round(analysis.faces_embedded / max(1, n), 3),
         }
         workers[mode] = worker
+        if mode == "track":
+            row["reuse"] = measure_render_reuse(worker, clip, info, chunk, seconds)
     row["alone"] = _parts_alone(workers["every_frame"].models, clip, info, chunk, batch_size)
     alone = row["alone"]
     for mode in MODES:
@@ -132,6 +137,7 @@ def analysis_table(rows: list[dict[str, Any]]) -> str:
                 f"{1000 * m['parts_seconds'] / n:>7.1f} {m['ratio']:>6.2f} "
                 f"{m['recognizer_calls_per_frame']:>6.2f}  {parts}"
             )
+    lines.extend(reuse_lines(rows))
     lines.append(
         "ratio = analysis actor seconds / (decode + detector + recognizer alone on the same frames, "
         "recognizer scaled to the faces embedded); target <= 1.2"

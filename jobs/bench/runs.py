@@ -163,6 +163,7 @@ def run_recast(spec_data: dict, *, local_ray: bool) -> dict:
         "job_wall_seconds": summary.wall_seconds,
         "setup_seconds": summary.setup_seconds,
         "first_chunk_seconds": summary.first_chunk_seconds,
+        "decode_calls_per_frame": summary.decode_calls_per_frame,
         "stage_seconds": stages,
         "detail_stage_seconds": dict(st),
         "model_busy_share": model / available,

@@ -20,6 +20,12 @@ def test_analysis_row_has_breakdown_ratio_and_calls_saved(tmp_path) -> None:
     assert set(row["alone"]) == {"decode", "detector", "recognizer"}
     text = analysis_table([{"label": "default 240p", **row}, {"label": "broken", "error": "boom"}])
     assert "every_frame" in text and "track" in text and "broken" in text and "target <= 1.2" in text
+    # The render of the analysed chunk: from the kept pictures (one decode a frame), then decoding again.
+    reuse = row["reuse"]
+    assert reuse["cache"]["decode_calls_per_frame"] == 1.0 and reuse["cache"]["frames_reused"] == 20
+    assert reuse["no_cache"]["decode_calls_per_frame"] == 2.0 and reuse["no_cache"]["frames_reused"] == 0
+    assert reuse["identical"] is True
+    assert "decode calls/frame 1.0 (no cache 2.0)" in text
 
 
 def test_decode_options_are_measured_on_the_same_frames(tmp_path) -> None:
