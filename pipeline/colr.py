@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO
 
 _VISUAL_ENTRY_HEADER = 8 + 78  # box header, then SampleEntry and VisualSampleEntry fields before child boxes
 
@@ -32,7 +32,7 @@ def read_colr(path: str) -> Colr | None:
         return read_colr_from(fh)
 
 
-def read_colr_from(fh: BinaryIO) -> Colr | None:
+def read_colr_from(fh: IO[bytes]) -> Colr | None:
     """:func:`read_colr` of an open, seekable MOV/MP4 file (local or an object-store reader)."""
     for kind, start, size in _boxes(fh, 0, None):
         if kind == b"moov":
@@ -41,7 +41,7 @@ def read_colr_from(fh: BinaryIO) -> Colr | None:
     return None
 
 
-def _boxes(fh: BinaryIO, offset: int, end: int | None) -> list[tuple[bytes, int, int]]:
+def _boxes(fh: IO[bytes], offset: int, end: int | None) -> list[tuple[bytes, int, int]]:
     """(type, payload offset, payload size) of the boxes in ``[offset, end)`` of the file."""
     found = []
     while end is None or offset + 8 <= end:
