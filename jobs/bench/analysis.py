@@ -11,7 +11,9 @@ thread and one codec thread as a one-CPU actor runs:
   the detector (``detect_batch`` on batches of the actor's size) and the
   recognizer (``embed_aligned`` on the faces' aligned crops, all of them);
 * ``ratio`` = actor seconds / (decode + detector + recognizer alone), with the
-  recognizer's share scaled to the faces the mode embeds.  Target: <= 1.2.
+  recognizer's share scaled to the faces the mode embeds.  Target: <= 1.2;
+* ``detect_size``: the pack's detector on 4K frames of a large face at its full input
+  and at the smaller one ``faces.detect_size: auto`` chooses (:mod:`jobs.bench.detect_size`).
 
     python -m jobs.bench.analysis CLIP [--pack builtin:default] [--frames 48]
 """
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from actors.render import RenderConfig, RenderWorker
+from jobs.bench.detect_size import detect_size_lines, measure_detect_size
 from pipeline.chunking import Chunk
 from pipeline.decode import decode_range
 from pipeline.faces.align import warp_crops
@@ -74,6 +77,7 @@ def measure_analysis(
         }
         workers[mode] = worker
     row["alone"] = _parts_alone(workers["every_frame"].models, clip, info, chunk, batch_size)
+    row["detect_size"] = measure_detect_size(workers["every_frame"].models, batch_size=batch_size)
     alone = row["alone"]
     for mode in MODES:
         faces = max(1, row[mode]["faces"])
@@ -136,7 +140,8 @@ def analysis_table(rows: list[dict[str, Any]]) -> str:
         "ratio = analysis actor seconds / (decode + detector + recognizer alone on the same frames, "
         "recognizer scaled to the faces embedded); target <= 1.2"
     )
-    return "\n".join(lines)
+    more = detect_size_lines(rows)
+    return "\n".join(lines + ([""] + more if more else []))
 
 
 def main(argv: list[str] | None = None) -> int:

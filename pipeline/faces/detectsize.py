@@ -17,8 +17,9 @@ resolution (overlapping by :data:`OVERLAP`), then detects the run one of three w
   the full input found (IoU >= :data:`SAME_FACE_IOU`), and a face found under
   :data:`REVERT_PX` sends the rest of the run back to the full input.  YuNet at
   320 x 320 costs a sixth of 640 x 640 (7 against 42 ms a frame, one thread, 2-core
-  EPYC); boxes and landmarks move by up to 8 % of the face's height against the
-  640 x 640 ones, as much as 480 x 480 moves them, and jitter no more across frames.
+  EPYC); boxes and landmarks move by up to 9 % of the face's height against the
+  640 x 640 ones (480 x 480 moves them by 7 %: the detector's own spread between
+  sizes), and jitter no more across frames of a moving face.
 * no face: the full input, as ``fixed``.
 
 ``fixed`` (the default) never probes: detections as before.  Faces that appear
