@@ -4,9 +4,9 @@ On 4K frames with one large real face (the astronaut, zoomed in: the face about 
 frame high), for a pack's warm detector on the analysis benchmark's one thread: the input
 auto mode would choose from the first frame's faces (:func:`pipeline.faces.detectsize.reduced_size`),
 then ms per frame of ``detect_batch`` (letterbox + model + decoding) and of the model call
-alone, at the full input and at that size, side by side.  A pack whose detector finds no
-face here (the production-cost stand-ins' random weights) is timed at the size the embedded
-pack's YuNet chooses for the same frames.
+alone, at the full input and at that size, side by side.  The size is chosen from the faces
+the embedded pack's YuNet finds (the frames' faces, whatever the pack: the production-cost
+stand-ins' random weights find none that are real).
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ import numpy as np
 from jobs.bench.clips import astronaut_rgb, pan_zoom_frame
 from pipeline.faces.detectsize import reduced_size
 from pipeline.models.detector_sizes import input_size
+from pipeline.models.loader import load_detector
+from pipeline.models.pack import load_pack
+from pipeline.models.runtime.settings import ExecutionConfig
 
 FRAME = (3840, 2160)
 
@@ -46,21 +49,14 @@ def measure_detect_size(models: Any, *, frames: int = 4, batch_size: int = 8) ->
     views = large_face_frames(frames)
     detector = models.detector
     base = input_size(detector)
-    faces, sized_by = detector.detect(views[0]), "pack"
-    if not faces:
-        from pipeline.models.loader import load_detector
-        from pipeline.models.pack import load_pack
-        from pipeline.models.runtime.settings import ExecutionConfig
-
-        embedded = load_detector(load_pack("builtin:default"), ExecutionConfig(intra_op_threads=1))
-        faces, sized_by = embedded.detect(views[0]), "embedded yunet"
+    embedded = load_detector(load_pack("builtin:default"), ExecutionConfig(intra_op_threads=1))
+    faces = embedded.detect(views[0])
     size = reduced_size(base, views[0].shape, faces)
     row: dict[str, Any] = {
         "frame": f"{FRAME[0]}x{FRAME[1]}",
         "face_px": round(float(min(min(f.box[2] - f.box[0], f.box[3] - f.box[1]) for f in faces)), 1)
         if faces
         else None,
-        "sized_by": sized_by,
         "full": f"{base[0]}x{base[1]}",
         "reduced": f"{size[0]}x{size[1]}",
         "at_full": _timed(detector, views, batch_size),

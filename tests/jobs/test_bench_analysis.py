@@ -19,7 +19,7 @@ def test_analysis_row_has_breakdown_ratio_and_calls_saved(tmp_path) -> None:
         assert mode["ratio"] > 0 and mode["parts_seconds"] > 0
     assert set(row["alone"]) == {"decode", "detector", "recognizer"}
     sized = row["detect_size"]  # the embedded YuNet on a 4K large face: 640 x 640 against auto's choice
-    assert sized["frame"] == "3840x2160" and sized["full"] == "640x640" and sized["sized_by"] == "pack"
+    assert sized["frame"] == "3840x2160" and sized["full"] == "640x640" and sized["face_px"] > 700
     width, height = (int(v) for v in sized["reduced"].split("x"))
     assert 160 <= width == height <= 320 and sized["rewritten"] is True
     assert sized["at_reduced"]["model_ms_per_frame"] < sized["at_full"]["model_ms_per_frame"]
