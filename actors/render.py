@@ -244,6 +244,7 @@ class RenderWorker(PictureEmbeddings):
             stage_seconds=analysis_stages(times, before, self._analyzer.stage_seconds),
             actor=self.label,
             faces_embedded=schedule.faces_chosen,
+            warnings=tuple(tiles.notes) if tiles is not None else (),
         )
 
     def render_chunk(

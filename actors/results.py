@@ -42,6 +42,8 @@ class ChunkAnalysis:
     actor: str
     faces_embedded: int = -1
     """Faces the recognizer embedded (-1: not counted, an analysis from before schedules)."""
+    warnings: tuple[str, ...] = ()
+    """What the analysis could not do as configured (e.g. a detector that keeps its input size)."""
 
     @property
     def face_count(self) -> int:

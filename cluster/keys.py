@@ -26,6 +26,7 @@ from pipeline import storage
 from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.encode import EncoderChoice
 from pipeline.errors import RecastError, SpecError
+from pipeline.faces.config import AUTO_DETECT_VERSION
 from pipeline.faces.types import FaceTask
 
 AnalysisKey = NewType("AnalysisKey", str)
@@ -102,7 +103,11 @@ class JobKeys:
                     "execution": execution_key(self.spec),
                     # which faces get embeddings (every_frame: the key from before schedules)
                     **({} if faces.embed == "every_frame" else {"embed": [faces.embed, faces.embed_stride]}),
-                    **({} if faces.detect_size == "fixed" else {"detect_size": faces.detect_size}),
+                    **(
+                        {}
+                        if faces.detect_size == "fixed"
+                        else {"detect_size": [faces.detect_size, AUTO_DETECT_VERSION]}
+                    ),
                 }
             )
         )

@@ -179,6 +179,7 @@ class JobObserver:
         summary.faces_embedded += max(0, analysis.faces_embedded)
         summary.frames_decoded += len(analysis.faces)  # one decode per analysed frame
         summary.add_stages({k: v for k, v in analysis.stage_seconds.items() if k != "wall"})
+        self.summary.warnings.extend(w for w in analysis.warnings if w not in self.summary.warnings)
 
     def tracked(self, shot: str, faces_detected: int) -> None:
         self.shots[shot].faces_detected += faces_detected

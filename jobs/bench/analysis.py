@@ -14,6 +14,8 @@ thread and one codec thread as a one-CPU actor runs:
   recognizer's share scaled to the faces the mode embeds.  Target: <= 1.2;
 * ``reuse``: the chunk's render from the pictures the ``track`` analysis kept, against
   decoding it again (:mod:`jobs.bench.decode_reuse`): decode calls per frame, seconds, fps.
+* ``detect_size``: the pack's detector on 4K frames of a large face at its full input
+  and at the smaller one ``faces.detect_size: auto`` chooses (:mod:`jobs.bench.detect_size`).
 
     python -m jobs.bench.analysis CLIP [--pack builtin:default] [--frames 48]
 """
@@ -29,6 +31,7 @@ import numpy as np
 
 from actors.render import RenderConfig, RenderWorker
 from jobs.bench.decode_reuse import measure_render_reuse, reuse_lines
+from jobs.bench.detect_size import detect_size_lines, measure_detect_size
 from pipeline.chunking import Chunk
 from pipeline.decode import decode_range
 from pipeline.faces.align import warp_crops
@@ -79,6 +82,7 @@ def measure_analysis(
         if mode == "track":
             row["reuse"] = measure_render_reuse(worker, clip, info, chunk, seconds)
     row["alone"] = _parts_alone(workers["every_frame"].models, clip, info, chunk, batch_size)
+    row["detect_size"] = measure_detect_size(workers["every_frame"].models, batch_size=batch_size)
     alone = row["alone"]
     for mode in MODES:
         faces = max(1, row[mode]["faces"])
@@ -142,7 +146,8 @@ def analysis_table(rows: list[dict[str, Any]]) -> str:
         "ratio = analysis actor seconds / (decode + detector + recognizer alone on the same frames, "
         "recognizer scaled to the faces embedded); target <= 1.2"
     )
-    return "\n".join(lines)
+    more = detect_size_lines(rows)
+    return "\n".join(lines + ([""] + more if more else []))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,6 +46,7 @@ def scrfd(
     batched: bool = False,
     score_gain: float = 12.0,
     box: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0),
+    fixed_size: int | None = None,
 ) -> dict[str, Any]:
     """SCRFD-style detector: input ``input.1`` [1,3,?,?], 9 outputs (scores, boxes, kps x 3 strides).
 
@@ -57,7 +58,9 @@ def scrfd(
     the square.  ``box`` = (left, top, right, bottom) distances from the
     anchor centre in strides; larger boxes overlap their neighbours (NMS).
     ``batched`` = dynamic batch and [N, anchors, k] outputs (otherwise [anchors, k]
-    with batch fixed at 1, like det_10g).
+    with batch fixed at 1, like det_10g).  ``fixed_size`` = exported at that square
+    input the way a tracing export without dynamic axes writes it: input [1, 3, S, S]
+    and reshapes to the constant anchor counts (so it runs at no other size).
     Production: a conv backbone with about det_10g's cost at 640x640.
     """
     g = GraphBuilder(seed=1)
@@ -81,6 +84,8 @@ def scrfd(
             16: (g.conv(s16, 256, 256, 3, (40, 40)), 256),
             32: (g.conv(s32, 256, 256, 3, (20, 20)), 256),
         }
+    if fixed_size is not None and batched:
+        raise ValueError("a stand-in exported at a fixed size has batch 1")
     shape_tail = [0, -1] if batched else [-1]
     outs: dict[str, list[str]] = {"scores": [], "boxes": [], "kps": []}
     for stride in SCRFD_STRIDES:
@@ -113,16 +118,20 @@ def scrfd(
             kp20 = g.conv(feat, ch, 20, 1, hw, relu=False)
         for key, t, k in (("scores", g.op("Sigmoid", [score2]), 1), ("boxes", box8, 4), ("kps", kp20, 10)):
             nhwc = g.op("Transpose", [t], perm=[0, 2, 3, 1])
+            if fixed_size is not None:
+                shape_tail = [2 * (fixed_size // stride) ** 2]
             outs[key].append(g.op("Reshape", [nhwc, g.const(np.array([*shape_tail, k], np.int64))]))
     ordered = outs["scores"] + outs["boxes"] + outs["kps"]
     for src, dst in zip(ordered, SCRFD_OUTPUT_NAMES, strict=True):
         g.nodes.append(helper.make_node("Identity", [src], [dst]))
     ks = [1, 1, 1, 4, 4, 4, 10, 10, 10]
+    anchors = [None if fixed_size is None else 2 * (fixed_size // s) ** 2 for s in SCRFD_STRIDES] * 3
     out_vi = [
-        value_info(n, [batch, None, k] if batched else [None, k])
-        for n, k in zip(SCRFD_OUTPUT_NAMES, ks, strict=True)
+        value_info(n, [batch, None, k] if batched else [a, k])
+        for n, k, a in zip(SCRFD_OUTPUT_NAMES, ks, anchors, strict=True)
     ]
-    model = g.model([value_info(x, [batch, 3, None, None])], out_vi, "scrfd_standin")
+    side: int | None = fixed_size
+    model = g.model([value_info(x, [batch, 3, side, side])], out_vi, "scrfd_standin")
     return save_model(model, path, {"params": g.params, "gflops_at_640": 2 * g.macs / 1e9})
 
 

@@ -63,18 +63,16 @@ class FaceAnalyzer:
         views = [to_uint8(f) for f in frames]
         started = time.perf_counter()
         detector = self.models.detector
-        timed: dict[str, float] | None = getattr(detector, "stage_seconds", None)
-        before = dict(timed) if timed is not None else {}
+        before = self._detector_seconds()
         found: list[list[Face]] = []
         if tiles is not None:
-            found = tiles.detect(detector, views, self.batch_size)
+            found = tiles.detect(detector, views, self.batch_size, self.models.detector_sizes)
         else:
             for start in range(0, len(views), self.batch_size):
                 found.extend(detector.detect_batch(views[start : start + self.batch_size]))
         self.stage_seconds["detect"] += time.perf_counter() - started
-        if timed is not None:
-            for key in ("letterbox", "detector", "postprocess"):
-                self.stage_seconds[key] += timed.get(key, 0.0) - before.get(key, 0.0)
+        for key, seconds in self._detector_seconds().items():
+            self.stage_seconds[key] += seconds - before[key]
         if not embed:
             return found
 
@@ -112,6 +110,17 @@ class FaceAnalyzer:
             result.append(row)
         self.stage_seconds["recognize"] += time.perf_counter() - started
         return result
+
+    def _detector_seconds(self) -> dict[str, float]:
+        """The detectors' own stage times so far (the pack's, and any at reduced sizes)."""
+        sizes = self.models.detector_sizes
+        detectors = [self.models.detector, *(sizes.made() if sizes is not None else [])]
+        totals = dict.fromkeys(("letterbox", "detector", "postprocess"), 0.0)
+        for d in detectors:
+            timed: dict[str, float] = getattr(d, "stage_seconds", None) or {}
+            for key in totals:
+                totals[key] += timed.get(key, 0.0)
+        return totals
 
     def analyze_frames(
         self, frames: Sequence[Frame], schedule: EmbedSchedule | None, tiles: DetectTiles | None

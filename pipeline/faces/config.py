@@ -8,6 +8,10 @@ from pydantic import Field, model_validator
 
 from pipeline.configbase import Frozen
 
+AUTO_DETECT_VERSION = 2
+"""How ``faces.detect_size: auto`` detects, in the analysis key: analyses made another way
+are never reused (1: tiles for small faces; 2: also a smaller input for large ones)."""
+
 
 class SelectionConfig(Frozen):
     """Which target faces are replaced, and by whom.
@@ -74,7 +78,8 @@ class FaceConfig(Frozen):
     embed_stride: int = Field(default=8, ge=1, le=10_000)
     detect_size: Literal["fixed", "auto"] = "fixed"
     """``auto``: full-resolution tiles too where the first frame of a chunk has faces the
-    letterboxed frame misses (:mod:`pipeline.faces.detectsize`); ``fixed``: never."""
+    letterboxed frame misses, a smaller detector input where its faces are all large
+    (:mod:`pipeline.faces.detectsize`); ``fixed``: the detector's own input, always."""
 
 
 class AdapterSource(Frozen):

@@ -15,6 +15,7 @@ from typing import Any
 
 from pipeline.errors import ModelPackError
 from pipeline.lora.prepare import LoraSlots
+from pipeline.models.detector_sizes import DetectorSizes
 from pipeline.models.pack import ModelEntry, ModelPack, PackManifest
 from pipeline.models.roles import Detector, Enhancer, Occluder, Recognizer, Swapper
 from pipeline.models.runtime import make_runner
@@ -55,6 +56,8 @@ class FaceModels:
     lora_slots: LoraSlots | None = None
     """The swapper's LoRA slots (``contract["lora"]``): what identity adapters are checked
     against (``AdapterCache(lora_slots, ...)``, ``verify_adapter``); None = no adapters."""
+    detector_sizes: DetectorSizes | None = None
+    """The detector at smaller input sizes (``faces.detect_size: auto``); None = its size only."""
 
 
 def role_class(kind: str) -> Callable[[Runner | None, ModelEntry], Any]:
@@ -118,6 +121,18 @@ def load_face_models(pack: ModelPack, execution: ExecutionConfig) -> FaceModels:
             f"swapper inswapper needs 512-d ArcFace embeddings, but recognizer "
             f"{recognizer_entry.kind if recognizer_entry else '?'} gives {recognizer_dim}-d ones",
         )
+    detector_entry = pack.entry("detector")
+    detector_sizes = (
+        DetectorSizes(
+            built["detector"],
+            role_class(detector_entry.kind),
+            detector_entry,
+            pack.path("detector"),
+            execution,
+        )
+        if detector_entry is not None and detector_entry.file is not None
+        else None
+    )
     log.info("face models of pack %s (%s) on %s", pack.manifest.name, pack.hash[:12], providers)
     if lora_slots is not None:
         log.info("swapper has %d LoRA slots of rank %d", len(lora_slots.slots), lora_slots.rank)
@@ -131,6 +146,7 @@ def load_face_models(pack: ModelPack, execution: ExecutionConfig) -> FaceModels:
         providers=providers,
         warnings=warnings,
         lora_slots=lora_slots,
+        detector_sizes=detector_sizes,
     )
 
 

@@ -73,6 +73,15 @@ def test_the_embedding_schedule_and_detect_size_are_in_the_analysis_key(inputs, 
     assert len({track, *others}) == 4  # analyses made another way are never reused for this one
 
 
+def test_auto_detection_made_the_old_way_is_not_reused(inputs, tmp_path, no_ray, monkeypatch) -> None:
+    import cluster.keys
+
+    spec = parse_spec({**_spec(inputs, tmp_path), "faces": {"detect_size": "auto"}})
+    now = prepare_job(spec, resume=False).planned[0].analysis_keys
+    monkeypatch.setattr(cluster.keys, "AUTO_DETECT_VERSION", 1)  # tiles only, before smaller inputs
+    assert set(prepare_job(spec, resume=False).planned[0].analysis_keys).isdisjoint(now)
+
+
 def test_an_existing_output_is_refused_before_anything_is_written(inputs, tmp_path, no_ray) -> None:
     out = tmp_path / "deliveries"
     out.mkdir()

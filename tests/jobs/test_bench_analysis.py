@@ -18,6 +18,12 @@ def test_analysis_row_has_breakdown_ratio_and_calls_saved(tmp_path) -> None:
         assert set(mode["breakdown"]) == set(PARTS)
         assert mode["ratio"] > 0 and mode["parts_seconds"] > 0
     assert set(row["alone"]) == {"decode", "detector", "recognizer"}
+    sized = row["detect_size"]  # the embedded YuNet on a 4K large face: 640 x 640 against auto's choice
+    assert sized["frame"] == "3840x2160" and sized["full"] == "640x640" and sized["face_px"] > 700
+    width, height = (int(v) for v in sized["reduced"].split("x"))
+    assert 160 <= width == height <= 320 and sized["rewritten"] is True
+    assert sized["at_reduced"]["model_ms_per_frame"] < sized["at_full"]["model_ms_per_frame"]
+    assert sized["speedup"] > 1 and sized["model_speedup"] > 1
     text = analysis_table([{"label": "default 240p", **row}, {"label": "broken", "error": "boom"}])
     assert "every_frame" in text and "track" in text and "broken" in text and "target <= 1.2" in text
     # The render of the analysed chunk: from the kept pictures (one decode a frame), then decoding again.
@@ -26,6 +32,7 @@ def test_analysis_row_has_breakdown_ratio_and_calls_saved(tmp_path) -> None:
     assert reuse["no_cache"]["decode_calls_per_frame"] == 2.0 and reuse["no_cache"]["frames_reused"] == 0
     assert reuse["identical"] is True
     assert "decode calls/frame 1.0 (no cache 2.0)" in text
+    assert "detector, 4K large face" in text and sized["reduced"] in text
 
 
 def test_decode_options_are_measured_on_the_same_frames(tmp_path) -> None:

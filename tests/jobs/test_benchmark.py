@@ -180,3 +180,7 @@ def test_analysis_rows(bench: tuple[dict, str]) -> None:
             assert row[mode]["ratio"] > 0 and row[mode]["embedded"] <= row[mode]["faces"]
     assert rows[0]["every_frame"]["embedded"] == rows[0]["every_frame"]["faces"] > 0
     assert "analysis pass" in text and "target <= 1.2" in text
+    for row in rows:  # the detector at 640 x 640 against auto's smaller input, 4K large face
+        sized = row["detect_size"]
+        assert sized["full"] == "640x640" and sized["reduced"] != "640x640" and sized["speedup"] > 0
+    assert "detector, 4K large face" in text

@@ -7,7 +7,9 @@
   the two backends;
 * :mod:`~pipeline.models.runtime.batching`: batches through models that fix batch 1;
 * :mod:`~pipeline.models.runtime.rewrites` and :mod:`~pipeline.models.runtime.winograd`:
-  graph rewrites made before a CPU session is created.
+  graph rewrites made before a CPU session is created;
+* :mod:`~pipeline.models.runtime.resize`: a fixed input's height and width made free, and
+  the checks that the graph then runs at other sizes and as before at its own.
 """
 
 from __future__ import annotations

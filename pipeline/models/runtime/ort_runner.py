@@ -39,11 +39,21 @@ class OrtRunner:
     purpose (LoRA slots that adapters override per run).  ONNX Runtime warns once
     per such tensor at load time; for these models its session log is limited to
     errors (providers are still checked and reported through ``warnings``).
+
+    ``graph``: the model's graph as the caller rewrote it (serialised), run instead of
+    the file's (``path`` still names it in messages); no further rewrites are made.
     """
 
     accepts_run_options = True
 
-    def __init__(self, path: str, config: ExecutionConfig, *, overridable_initializers: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        config: ExecutionConfig,
+        *,
+        overridable_initializers: bool = False,
+        graph: bytes | None = None,
+    ) -> None:
         import onnxruntime as ort
 
         self.path = path
@@ -62,9 +72,9 @@ class OrtRunner:
         if overridable_initializers:
             options.log_severity_level = 3  # errors only: drops the expected per-slot warnings
             log.info("%s has overridable initializers (LoRA slots); ORT load warnings muted", path)
-        model: str | bytes = path
+        model: str | bytes = path if graph is None else graph
         self.rewrites: list[str] = []
-        if config.cpu_winograd and wanted == [CPU]:
+        if graph is None and config.cpu_winograd and wanted == [CPU]:
             model, self.rewrites = winograd_model(path)
             if self.rewrites:
                 release_freed_heap()  # the parsed model just freed: before ONNX Runtime parses its copy
