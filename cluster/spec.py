@@ -40,6 +40,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from cluster.lease import LeaseConfig
 from cluster.output_spec import FieldError, OutputSpec
 from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, overridden
+from cluster.work_queue import DispatchOrder
 from pipeline import storage, yamlload
 from pipeline.configbase import Frozen
 from pipeline.errors import InputRefused, SpecError
@@ -119,6 +120,10 @@ class ResourcesSpec(Frozen):
     cpus_per_actor: float = Field(default=1.0, gt=0.0)
     max_actors: int | None = Field(default=None, ge=1)
     max_inflight_per_actor: int = Field(default=2, ge=1)
+    dispatch_order: DispatchOrder = "render_first"
+    """``render_first``: a shot tracked while later shots are analysed gets its renders before their
+    analyses (analyses go to idle actors only); ``analysis_first``: analyses also queue on busy
+    actors, ahead of renders that become ready later (see :mod:`cluster.work_queue`)."""
     custom: dict[str, float] = Field(default_factory=dict)
     """Advanced: custom Ray resources each actor asks for, e.g. ``{accelerator_type_L4: 0.01}``."""
 
