@@ -109,15 +109,17 @@ def multishot_table(figures: dict) -> str:
         "(time to first published shot: resources.dispatch_order analysis_first = before, render_first = now)"
     )
     header = (
-        f"  {'model set':<12} {'order':<15} {'first shot':>11} {'first chunk':>12} {'job wall':>10} "
-        f"{'job fps':>8}  outputs"
+        f"  {'model set':<12} {'order':<15} {'first shot':>11} {'after set-up':>13} {'first chunk':>12} "
+        f"{'job wall':>10} {'job fps':>8}  outputs"
     )
     lines = [title, header]
     for set_name, case in figures["sets"].items():
         same = "identical" if case["identical_outputs"] else "DIFFER"
         for order, run in case["runs"].items():
+            first = run["first_shot_seconds"]
+            after = None if first is None else first - run["setup_seconds"]
             lines.append(
-                f"  {set_name:<12} {order:<15} {_s(run['first_shot_seconds']):>11} "
+                f"  {set_name:<12} {order:<15} {_s(first):>11} {_s(after):>13} "
                 f"{_s(run['first_chunk_seconds']):>12} {_s(run['wall_seconds']):>10} {run['job_fps']:>8.2f}  {same}"
             )
     return "\n".join(lines)
