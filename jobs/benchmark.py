@@ -172,6 +172,10 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
     if args.sizes:
         fields["sizes"] = tuple(s.strip() for s in args.sizes.split(",") if s.strip())
     if args.multishot_shots is not None:
+        if args.multishot_shots < 2:
+            parser.error(
+                f"--multishot-shots: a multi-shot job needs at least 2 shots, got {args.multishot_shots}"
+            )
         fields["multishot_shots"] = args.multishot_shots
     if args.plates_frames is not None:
         fields["plates_frames"] = args.plates_frames

@@ -41,6 +41,9 @@ def test_flags_become_settings(no_ray: None) -> None:
     settings, _ = parse_settings(["--multishot", "--multishot-shots", "3", "--no-compare"])
     assert settings is not None and settings.multishot and settings.multishot_shots == 3
     assert not parse_settings([])[0].multishot  # type: ignore[union-attr]
+    with pytest.raises(SystemExit) as exit_:
+        parse_settings(["--multishot", "--multishot-shots", "1"])
+    assert exit_.value.code == 2
 
 
 def test_every_scenario_has_its_switch_in_the_settings() -> None:
