@@ -4,10 +4,11 @@ Each actor has at most ``max_inflight`` calls outstanding (one running, the
 next queued on the actor so it never idles between calls).  Which pending item
 goes to which actor is :mod:`cluster.work_queue`'s policy: renders before
 analyses, each by its priority tuple (lowest first; the driver gives the longest
-shots the smallest), analyses only to idle actors with ``render_first``.  An item whose actor dies is handed
-to another actor (the dead one is replaced through ``replace_actor``) up to
-``max_attempts`` times; an exception raised by the work itself is returned to
-the caller, not retried (it would fail the same way again).
+shots the smallest); with ``render_first`` analyses go to idle actors only.  An
+item whose actor dies is handed to another actor (the dead one is replaced
+through ``replace_actor``) up to ``max_attempts`` times; an exception raised by
+the work itself is returned to the caller, not retried (it would fail the same
+way again).
 
 Elasticity (all optional):
 
