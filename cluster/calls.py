@@ -6,8 +6,10 @@ from typing import Any
 
 from actors.results import SegmentResult
 from cluster.manifest import RenderRecord
+from cluster.planner import ChunkRender
 from cluster.shot_run import ShotRun
 from cluster.spec import JobSpec
+from cluster.work_queue import WorkItem
 from pipeline.chunking import Chunk
 from pipeline.encode import EncoderChoice
 from pipeline.faces.types import FaceTask
@@ -69,6 +71,34 @@ def adapter_identities(spec: JobSpec, tasks: list[list[FaceTask]]) -> tuple[str,
     idents = spec.identities
     names = {task.identity for frame in tasks for task in frame}
     return tuple(sorted(n for n in names if n in idents and idents[n].adapter is not None))
+
+
+_RENDER, _ANALYZE = 0, 1  # render work first: it finishes shots
+
+
+def analysis_item(run: ShotRun, chunk: Chunk) -> WorkItem:
+    """The analysis of ``chunk``: after every pending render, the longest shots first."""
+    return WorkItem(
+        priority=(_ANALYZE, run.rank, chunk.index),
+        kind="analyze",
+        shot=run.name,
+        chunk=chunk.index,
+        call=analyze_call(run, chunk),
+    )
+
+
+def render_item(run: ShotRun, render: ChunkRender, segment_url: str, spec: JobSpec) -> WorkItem:
+    """The render of a planned chunk, preferably on the actor that analysed it (when idle)."""
+    chunk = render.chunk
+    return WorkItem(
+        priority=(_RENDER, run.rank, chunk.index),
+        affinity=adapter_identities(spec, render.tasks),
+        prefer=run.analysed_by.get(chunk.index),
+        kind="render",
+        shot=run.name,
+        chunk=chunk.index,
+        call=render_call(run, chunk, render.tasks, segment_url, spec.output.compression),
+    )
 
 
 def analyze_call(run: ShotRun, chunk: Chunk) -> Any:

@@ -1,12 +1,14 @@
 """Dispatching work items to an elastic pool of actors: bounded in-flight work, priorities, retries.
 
 Each actor has at most ``max_inflight`` calls outstanding (one running, the
-next queued on the actor so it never idles between calls).  Pending work is
-ordered by its priority tuple (lowest first); the driver gives render work of
-the longest shots the smallest priorities.  An item whose actor dies is handed
-to another actor (the dead one is replaced through ``replace_actor``) up to
-``max_attempts`` times; an exception raised by the work itself is returned to
-the caller, not retried (it would fail the same way again).
+next queued on the actor so it never idles between calls).  Which pending item
+goes to which actor is :mod:`cluster.work_queue`'s policy: renders before
+analyses, each by its priority tuple (lowest first; the driver gives the longest
+shots the smallest); with ``render_first`` analyses go to idle actors only.  An
+item whose actor dies is handed to another actor (the dead one is replaced
+through ``replace_actor``) up to ``max_attempts`` times; an exception raised by
+the work itself is returned to the caller, not retried (it would fail the same
+way again).
 
 Elasticity (all optional):
 
@@ -20,48 +22,27 @@ Elasticity (all optional):
   last result and the next stage's work being submitted);
 * items may name ``affinity`` keys (e.g. the identities whose adapter a render
   needs): among the actors with room, one that already ran a key of the item
-  is preferred, else the least-loaded one.
+  is preferred, else the least-loaded one (``prefer``, an idle analysing actor, first).
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from cluster.work_queue import DispatchOrder, WorkItem, WorkQueue
 from pipeline.errors import RecastError
 
+__all__ = ["Dispatcher", "Elasticity", "Outcome", "WorkItem", "unwrap"]
+
 logger = logging.getLogger(__name__)
-
-
-@dataclass(order=True)
-class WorkItem:
-    """One call to make on some actor: ``call(handle) -> ObjectRef``.
-
-    ``actor`` is the actor of the latest attempt, ``actors`` every attempt's actor in order;
-    ``affinity`` keys steer placement; ``queued_at`` / ``submitted_at``: ``perf_counter()`` when
-    the latest attempt was queued here / handed to its actor.
-    """
-
-    priority: tuple[Any, ...]
-    seq: int = field(default=0)
-    kind: str = field(default="", compare=False)
-    shot: str = field(default="", compare=False)
-    chunk: int = field(default=-1, compare=False)
-    call: Callable[[Any], Any] = field(default=lambda h: None, compare=False, repr=False)
-    attempts: int = field(default=0, compare=False)
-    actor: str | None = field(default=None, compare=False)
-    submitted_at: float = field(default=0.0, compare=False)
-    queued_at: float = field(default=0.0, compare=False)
-    affinity: tuple[str, ...] = field(default=(), compare=False)
-    actors: list[str] = field(default_factory=list, compare=False)
 
 
 @dataclass
@@ -115,6 +96,7 @@ class Dispatcher:
         on_retry: Callable[[WorkItem], None] | None = None,
         starting: Mapping[str, Any] | None = None,
         elastic: Elasticity | None = None,
+        order: DispatchOrder = "render_first",
     ) -> None:
         if not actors and elastic is None:
             raise ValueError("Dispatcher needs at least one actor")
@@ -125,11 +107,10 @@ class Dispatcher:
         self.elastic = elastic
         self.actors: dict[str, Any] = {}  # ready actors, the only ones given work
         self._starting: dict[Any, tuple[str, Any]] = {}  # ready ObjectRef -> (label, handle)
-        self._pending: list[WorkItem] = []
+        self._pending = WorkQueue(order)
         self._inflight: dict[Any, WorkItem] = {}  # ObjectRef -> item
         self._load: dict[str, int] = {}
         self._seq = itertools.count()
-        self._affinity: dict[str, set[str]] = {}  # affinity key -> labels that ran it
         self._drained_since: float | None = None
         self.retries = 0
         self.assigned: dict[str, int] = {}
@@ -176,28 +157,20 @@ class Dispatcher:
     def submit(self, item: WorkItem) -> None:
         item.seq = next(self._seq)
         item.queued_at = time.perf_counter()
-        heapq.heappush(self._pending, item)
+        self._pending.push(item)
         self._drained_since = None
 
     def drop(self, shot: str) -> int:
         """Forget the pending (not yet dispatched) items of ``shot``; returns how many."""
-        kept = [item for item in self._pending if item.shot != shot]
-        dropped = len(self._pending) - len(kept)
-        heapq.heapify(kept)
-        self._pending = kept
-        return dropped
+        return self._pending.drop(shot)
 
     def pump(self) -> None:
-        """Hand pending items to ready actors with room: affinity first, then the least-loaded."""
+        """Hand pending items to ready actors with room, as the work queue's policy places them."""
         # While other actors are still setting up, a ready actor takes one call at a time:
         # a second queued call would be work the next actor to come up cannot take.
         cap = 1 if self._starting else self.max_inflight
-        while self._pending:
-            free = [label for label, n in self._load.items() if n < cap]
-            if not free:
-                break
-            item = heapq.heappop(self._pending)
-            label = self._place(item, free)
+        while (taken := self._pending.take(self._load, cap)) is not None:
+            item, label = taken
             item.actor = label
             item.actors.append(label)
             item.attempts += 1
@@ -206,17 +179,9 @@ class Dispatcher:
             self._inflight[ref] = item
             self._load[label] += 1
             self.assigned[label] = self.assigned.get(label, 0) + 1
-            for key in item.affinity:
-                self._affinity.setdefault(key, set()).add(label)
+            self._pending.placed(item, label)
         self._grow()
         self._check_any_left()
-
-    def _place(self, item: WorkItem, free: list[str]) -> str:
-        preferred = [
-            label for label in free if any(label in self._affinity.get(k, ()) for k in item.affinity)
-        ]
-        candidates = preferred or free
-        return min(candidates, key=lambda k: (self._load[k], k))
 
     def wait(self, timeout: float) -> list[Outcome]:
         """Outcomes of the items that finished within ``timeout`` seconds (maybe none).
@@ -319,8 +284,8 @@ class Dispatcher:
         # Only as many as pending work could use beyond the free slots of actors held already.
         held = len(self.actors) + len(self._starting)
         want = min(self.elastic.max_actors, held + len(self._pending))
-        free_slots = sum(self.max_inflight - n for n in self._load.values())
-        starting_slots = len(self._starting) * self.max_inflight
+        free_slots = self._pending.room(self._load, self.max_inflight)
+        starting_slots = self._pending.room(dict.fromkeys(self.starting, 0), self.max_inflight)
         if len(self._pending) <= free_slots + starting_slots:
             return
         while held < want:
@@ -354,7 +319,7 @@ class Dispatcher:
 
     def _release(self, label: str, handle: Any) -> None:
         self.released.setdefault(label, time.perf_counter())
-        self._forget_affinity(label)
+        self._pending.forget(label)
         release = self.elastic.release_actor if self.elastic is not None else None
         try:
             if release is not None:
@@ -364,10 +329,6 @@ class Dispatcher:
         except Exception as exc:  # noqa: BLE001 - already gone is fine
             logger.debug("release of %s: %s", label, exc)
 
-    def _forget_affinity(self, label: str) -> None:
-        for labels in self._affinity.values():
-            labels.discard(label)
-
     # -- failures -----------------------------------------------------------------------------
 
     def _actor_lost(self, label: str, exc: BaseException) -> None:
@@ -376,7 +337,7 @@ class Dispatcher:
         logger.warning("render actor %s died: %s", label, exc)
         del self.actors[label]
         del self._load[label]
-        self._forget_affinity(label)
+        self._pending.forget(label)
         self._replace(label)
         # Work queued on the dead actor fails with RayActorError too and is retried as it arrives.
 

@@ -4,7 +4,7 @@ Analyses of every chunk are dispatched at once; as each comes back, the shot's
 tracker is chained through every analysed chunk that follows the last tracked
 one; when a shot is fully tracked its faces are planned and its renders
 dispatched; when all its segments are committed it is merged and published on
-the publisher's threads.  Renders go before analyses (they finish shots).
+the publisher's threads.  Renders go before analyses (they finish shots; see :mod:`cluster.work_queue`).
 """
 
 from __future__ import annotations
@@ -20,16 +20,9 @@ import numpy as np
 from ray.exceptions import RayActorError
 
 from actors.results import ChunkAnalysis, SegmentResult
-from cluster.calls import (
-    adapter_identities,
-    analyze_call,
-    render_call,
-    reused_segment,
-    segment_record,
-    segment_sha256,
-)
+from cluster.calls import analysis_item, render_item, reused_segment, segment_record, segment_sha256
 from cluster.checks import PreparedJob
-from cluster.dispatch import Dispatcher, Elasticity, Outcome, WorkItem
+from cluster.dispatch import Dispatcher, Elasticity, Outcome
 from cluster.ledger import Ledger
 from cluster.observer import JobObserver, ShotSource
 from cluster.planner import ChunkRender, ShotPlanner, ShotRenders
@@ -53,7 +46,6 @@ TURN_SECONDS = 0.5
 """While results keep coming, finished plans and merges are taken at least this often."""
 WORK_ATTEMPTS = 2
 """Tries of a chunk whose work raised (not a lost actor): a deterministic failure then fails its shot."""
-_RENDER, _ANALYZE = 0, 1  # render work first: it finishes shots
 
 
 class JobLoop:
@@ -99,6 +91,7 @@ class JobLoop:
                 idle_release_seconds=IDLE_RELEASE_SECONDS,
                 upcoming=lambda: self.unplanned_chunks,
             ),
+            order=self.spec.resources.dispatch_order,
         )
 
     # -- the loop -----------------------------------------------------------------------------
@@ -108,15 +101,7 @@ class JobLoop:
             run.started_at = time.perf_counter()
             for chunk in run.shot.plan.chunks:
                 if not self._reuse_analysis(run, chunk):
-                    self.dispatcher.submit(
-                        WorkItem(
-                            priority=(_ANALYZE, run.rank, chunk.index),
-                            kind="analyze",
-                            shot=run.name,
-                            chunk=chunk.index,
-                            call=analyze_call(run, chunk),
-                        )
-                    )
+                    self.dispatcher.submit(analysis_item(run, chunk))
             self._track_ready(run)
         try:
             self._loop()
@@ -140,7 +125,7 @@ class JobLoop:
                     wait_futures(waiting, timeout=0.5, return_when=FIRST_COMPLETED)
                 self._take_finished_threads()
                 last_turn = time.perf_counter()
-                outcomes.extend(self.dispatcher.wait(timeout=0.05 if self.planning else 0.5))
+                outcomes.extend(self.dispatcher.wait(timeout=0.05 if self.planning or self.merging else 0.5))
             else:
                 started = time.perf_counter()
                 self._handle(outcomes.popleft())
@@ -201,7 +186,7 @@ class JobLoop:
             self.ledger.commit_analysis(
                 run.name, index, run.shot.analysis_keys[index], analysis.faces, analysis.actor
             )
-            run.analyses[index] = analysis
+            run.add_analysis(analysis)
             self.observer.analysis_done(run.name, analysis)
             self._track_ready(run)
         else:
@@ -221,7 +206,7 @@ class JobLoop:
         )
         if faces is None:
             return False
-        run.analyses[chunk.index] = ChunkAnalysis(chunk.index, chunk.start_frame, faces, {}, "manifest")
+        run.add_analysis(ChunkAnalysis(chunk.index, chunk.start_frame, faces, {}, "manifest"))
         self.observer.analysis_reused(run.name)
         return True
 
@@ -277,17 +262,8 @@ class JobLoop:
             self._start_merge(run)
 
     def _submit_render(self, run: ShotRun, render: ChunkRender) -> None:
-        chunk, url = render.chunk, run.segment_url(self.prepared.work_url, render.chunk.index, render.key)
-        self.dispatcher.submit(
-            WorkItem(
-                priority=(_RENDER, run.rank, chunk.index),
-                affinity=adapter_identities(self.spec, render.tasks),
-                kind="render",
-                shot=run.name,
-                chunk=chunk.index,
-                call=render_call(run, chunk, render.tasks, url, self.spec.output.compression),
-            )
-        )
+        url = run.segment_url(self.prepared.work_url, render.chunk.index, render.key)
+        self.dispatcher.submit(render_item(run, render, url, self.spec))
 
     def _render_again(self, run: ShotRun, url: str) -> bool:
         """A segment changed since it was committed (found at the merge): render its chunk again and merge

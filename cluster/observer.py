@@ -235,6 +235,8 @@ class JobObserver:
         merge_seconds: float,
         wall: float,
     ) -> None:
+        if self.summary.first_shot_seconds is None:
+            self.summary.first_shot_seconds = self.elapsed()
         summary = self.shots[source.name]
         summary.add_stages({"merge": merge_seconds})
         summary.frames = frames

@@ -137,6 +137,10 @@ def _banner(job: Mapping[str, Any], shots: Sequence[Mapping[str, Any]], state: s
         (str(job.get("actors", 0)), "actors"),
         (_duration(job.get("setup_seconds")), "set-up"),
         (_duration(first) if first is not None else "–", "first chunk"),
+        (
+            _duration(job["first_shot_seconds"]) if job.get("first_shot_seconds") is not None else "–",
+            "first shot",
+        ),
         (str(retries), "retries"),
     ]
     cells = "".join(f'<div class="kpi"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for v, k in kpis)

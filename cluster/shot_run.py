@@ -53,6 +53,13 @@ class ShotRun:
     reused: set[int] = field(default_factory=set)
     """Chunks whose segment an earlier run committed."""
     merge_retried: bool = False
+    analysed_by: dict[int, str] = field(default_factory=dict)
+    """Chunk -> label of the actor that analysed it ("manifest": reused); its render prefers that actor."""
+
+    def add_analysis(self, analysis: ChunkAnalysis) -> None:
+        """A chunk's analysis, kept until the chunk is tracked (its actor for the render)."""
+        self.analyses[analysis.chunk_index] = analysis
+        self.analysed_by[analysis.chunk_index] = analysis.actor
 
     @property
     def name(self) -> str:

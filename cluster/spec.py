@@ -40,6 +40,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from cluster.lease import LeaseConfig
 from cluster.output_spec import FieldError, OutputSpec
 from cluster.shot_spec import NAME_RE, ColourSpec, ShotSpec, overridden
+from cluster.work_queue import DispatchOrder
 from pipeline import storage, yamlload
 from pipeline.configbase import Frozen
 from pipeline.decoders import DecodeConfig
@@ -123,6 +124,10 @@ class ResourcesSpec(Frozen):
     decode_cache_mb: int = Field(default=2048, ge=0, le=1024 * 1024, strict=True)
     """MiB of decoded pictures each actor keeps from its analyses for its renders (one decode per frame);
     2048 holds a 20 s 1080p 8-bit chunk at 24 fps (480 x 3 MB); 0: every render decodes again."""
+    dispatch_order: DispatchOrder = "render_first"
+    """``render_first``: a shot tracked while later shots are analysed gets its renders before their
+    analyses (analyses go to idle actors only); ``analysis_first``: analyses also queue on busy
+    actors, ahead of renders that become ready later (see :mod:`cluster.work_queue`)."""
     custom: dict[str, float] = Field(default_factory=dict)
     """Advanced: custom Ray resources each actor asks for, e.g. ``{accelerator_type_L4: 0.01}``."""
 

@@ -115,6 +115,9 @@ class JobSummary:
     first_analysis_seconds: float | None = None
     first_chunk_seconds: float | None = None
     """From the start of the driver to the first rendered segment uploaded."""
+    first_shot_seconds: float | None = None
+    """Time to first published shot: from the start of the driver to the first shot this run published
+    (None: it published none; outputs an earlier run published and this one kept do not count)."""
     warnings: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     """Job-wide failures besides the shots' (an audit record a cluster policy requires, not written)."""
@@ -156,6 +159,7 @@ class JobSummary:
             "first_analysis_seconds": _round(self.first_analysis_seconds),
             "first_chunk_seconds": _round(self.first_chunk_seconds),
             "decode_calls_per_frame": _round(self.decode_calls_per_frame),
+            "first_shot_seconds": _round(self.first_shot_seconds),
             "started_at_epoch": self.started_at_epoch,
             "warnings": self.warnings,
             "failures": self.failures,
@@ -196,9 +200,11 @@ class JobSummary:
                 lines.append(f"{'':<20} QC failed (qc.fail_on): {', '.join(s.qc_failed)}; output published")
         lines.extend(f"job failure: {failure}" for failure in self.failures)
         first = f"{self.first_chunk_seconds:.1f}s" if self.first_chunk_seconds is not None else "-"
+        shot = f"{self.first_shot_seconds:.1f}s" if self.first_shot_seconds is not None else "-"
         lines.append(
             f"job {self.job_id}: {'OK' if self.ok else 'FAILED'}  {self.frames} frames in {self.wall_seconds:.1f}s "
-            f"({self.fps:.1f} fps) on {self.actors} actor(s); set-up {self.setup_seconds:.1f}s; first chunk {first}"
+            f"({self.fps:.1f} fps) on {self.actors} actor(s); set-up {self.setup_seconds:.1f}s; first chunk {first}; "
+            f"first shot {shot}"
         )
         return "\n".join(lines)
 

@@ -59,6 +59,8 @@ What runs, in one process tree and one run (the parts live in ``jobs/bench/``):
   skips it);
 * optional: ``--memory`` (peak actor memory for a 60 s and a 5-minute shot),
   ``--demo`` (the demo job's fps with 1 and N actors, time to first chunk),
+  ``--multishot`` (``multishot.py``: time to the first published shot of a multi-shot
+  job with ``resources.dispatch_order`` analysis_first, the order before, and render_first),
   ``--scale`` (the driver at feature-film scale) and ``--plates`` (film plates, see
   ``plate_figures.py``: EXR half PIZ / DWAA and DPX 10-bit read and write fps per
   actor at 2K and 4K from local disk and loopback S3, the colour round trip's cost
@@ -114,6 +116,12 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
     scenarios.add_argument("--demo", action="store_true", help="also the demo job with 1 and N actors")
     scenarios.add_argument("--demo-seconds", type=float, default=20.0)
     scenarios.add_argument(
+        "--multishot",
+        action="store_true",
+        help="also a multi-shot job in each dispatch order: time to first published shot, before and after",
+    )
+    scenarios.add_argument("--multishot-shots", type=int, default=None, help="shots of that job (4)")
+    scenarios.add_argument(
         "--scale", action="store_true", help="also the driver at feature-film scale (simulated actors)"
     )
     scenarios.add_argument("--scale-shots", type=int, default=300)
@@ -149,6 +157,7 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
         "scale_actors": args.scale_actors,
         "scale_time_scale": args.scale_time_scale,
         "plates": args.plates,
+        "multishot": args.multishot,
     }
     if args.quick:
         fields.update(QUICK)
@@ -162,6 +171,12 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
         fields["production_chunk_seconds"] = max(1.0, min(30.0, args.production_seconds / 2))
     if args.sizes:
         fields["sizes"] = tuple(s.strip() for s in args.sizes.split(",") if s.strip())
+    if args.multishot_shots is not None:
+        if args.multishot_shots < 2:
+            parser.error(
+                f"--multishot-shots: a multi-shot job needs at least 2 shots, got {args.multishot_shots}"
+            )
+        fields["multishot_shots"] = args.multishot_shots
     if args.plates_frames is not None:
         fields["plates_frames"] = args.plates_frames
     if args.plates_job_frames is not None:
@@ -208,6 +223,10 @@ def write_outputs(results: dict, out: str) -> None:
         from jobs.bench.analysis import analysis_table
 
         text += "\n\n" + analysis_table(results["analysis"])
+    if results.get("multishot"):
+        from jobs.bench.multishot import multishot_table
+
+        text += "\n\n" + multishot_table(results["multishot"])
     with open(os.path.join(out, "bench.txt"), "w") as fh:
         fh.write(text + "\n")
     sys.stdout.write(text + "\n")

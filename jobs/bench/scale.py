@@ -14,6 +14,7 @@ by files.  Measured in one run:
   when this stays at a few per cent;
 * time to rewrite report.html / report.json, at its peak during the run and at the end;
 * manifest records written;
+* time to the first published shot (the job's summary);
 * the time a resume takes to scan the manifest of the finished job: every chunk's
   analysis, tracking and render record read back and checked against its key.
 
@@ -58,6 +59,8 @@ class ScaleSettings:
     """Modelled seconds to decode, detect and embed one chunk (480 frames of 4K at 48 fps per GPU)."""
     time_scale: float = 1.0
     faces_per_frame: int = 1
+    dispatch_order: str = "render_first"
+    """``resources.dispatch_order`` of the job (``analysis_first``: the order before)."""
 
 
 def _video_info(name: str, settings: ScaleSettings) -> Any:
@@ -88,7 +91,11 @@ def scale_spec(settings: ScaleSettings) -> Any:
                 "work_url": os.path.join(settings.out, "work"),
             },
             "chunking": {"seconds": settings.chunk_seconds},
-            "resources": {"cpus_per_actor": 0.001, "max_actors": settings.actors},
+            "resources": {
+                "cpus_per_actor": 0.001,
+                "max_actors": settings.actors,
+                "dispatch_order": settings.dispatch_order,
+            },
         }
     )
 
@@ -266,6 +273,7 @@ def run_scale(settings: ScaleSettings) -> dict[str, Any]:
         "work_items": len(calls),
         "actors": summary.actors,
         "wall_seconds": round(wall, 2),
+        "first_shot_seconds": summary.first_shot_seconds,
         "ideal_wall_seconds": round(
             chunks * (work.analysis_seconds + work.render_seconds) / settings.actors, 2
         ),
@@ -284,6 +292,10 @@ def run_scale(settings: ScaleSettings) -> dict[str, Any]:
     return figures
 
 
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
 def scale_table(figures: dict[str, Any]) -> str:
     """The scale figures with their targets marked."""
 
@@ -300,6 +312,7 @@ def scale_table(figures: dict[str, Any]) -> str:
             f"at {s['fps']} fps on {figures['actors']} simulated actors; modelled times x{s['time_scale']:g}"
         ),
         f"  job wall                       {figures['wall_seconds']:>10.1f} s  (ideal {figures['ideal_wall_seconds']:.1f} s)",
+        f"  time to first published shot   {_seconds(figures.get('first_shot_seconds')):>12}",
         f"  driver CPU per 1,000 chunks    {figures['driver_cpu_seconds_per_1000_chunks']:>10.2f} s",
         (
             f"  ... per chunk, share of its modelled time {100 * overhead:>5.2f} %"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.bench.inputs import make_clip
+from jobs.bench.multishot import multishot_scenario
 from jobs.bench.runs import recast_spec, run_recast, slug
 from jobs.bench.settings import Settings
 
@@ -209,6 +210,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("scaling", lambda s: s.scaling and s.cores > 1, scaling_scenario),
     Scenario("memory", lambda s: s.memory, memory_scenario),
     Scenario("demo", lambda s: s.demo, demo_scenario),
+    Scenario("multishot", lambda s: s.multishot, multishot_scenario),
     Scenario("scale", lambda s: s.scale, scale_scenario, in_ray=False),
     Scenario("plates", lambda s: s.plates, plates_scenario, in_ray=False),
 )

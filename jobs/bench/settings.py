@@ -49,6 +49,11 @@ class Settings:
     scale_actors: int = 256
     scale_time_scale: float = 1.0
     """Modelled chunk times are multiplied by this (below 1: completions arrive faster)."""
+    multishot: bool = False
+    """Time to first published shot of a multi-shot job, in each dispatch order (``jobs.bench.multishot``)."""
+    multishot_shots: int = 4
+    multishot_seconds: float = 3.0
+    """Length of the shortest shot; each further shot is 0.5 s longer."""
     plates: bool = False
     """Film plates: frame I/O per actor, the colour round trip, a job beside ProRes (``jobs.bench.plate_figures``)."""
     plates_sizes: tuple[str, ...] = ("2K", "4K")
@@ -97,6 +102,8 @@ TINY = MappingProxyType(
         "plates_frames": 2,
         "plates_job_frames": 4,
         "plates_job_size": "320x180",
+        "multishot_shots": 2,
+        "multishot_seconds": 2.0,
         "tiny": True,
     }
 )

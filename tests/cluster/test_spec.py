@@ -46,6 +46,11 @@ def test_minimal_spec_defaults() -> None:
         (lambda d: d.update(selection={"mode": "all", "source": "villain"}), "selection.source", "villain"),
         (lambda d: d["identities"]["hero"].update(images=[]), "identities.hero.images", "at least 1"),
         (lambda d: d.update(resources={"max_actors": 0}), "resources.max_actors", "greater than"),
+        (
+            lambda d: d.update(resources={"dispatch_order": "fifo"}),
+            "resources.dispatch_order",
+            "render_first",
+        ),
         (lambda d: d.pop("output"), "output", "required"),
         (lambda d: d.update(job_id="a b"), "job_id", "letters"),
         (lambda d: d.update(tracking={"max_gap_frames": -1}), "tracking.max_gap_frames", "greater"),

@@ -37,11 +37,18 @@ def test_flags_become_settings(no_ray: None) -> None:
     assert settings.plates_sizes == ("2K", "4K") and settings.plates_job_size == "4K"
     settings, _ = parse_settings(["--tiny", "--plates", "--plates-frames", "5"])
     assert settings is not None and settings.plates_sizes == ("320x180",) and settings.plates_frames == 5
+    # the multi-shot job in both dispatch orders
+    settings, _ = parse_settings(["--multishot", "--multishot-shots", "3", "--no-compare"])
+    assert settings is not None and settings.multishot and settings.multishot_shots == 3
+    assert not parse_settings([])[0].multishot  # type: ignore[union-attr]
+    with pytest.raises(SystemExit) as exit_:
+        parse_settings(["--multishot", "--multishot-shots", "1"])
+    assert exit_.value.code == 2
 
 
 def test_every_scenario_has_its_switch_in_the_settings() -> None:
     names = {f.name for f in fields(Settings)}
-    assert [s.key for s in SCENARIOS] == ["scaling", "memory", "demo", "scale", "plates"]
+    assert [s.key for s in SCENARIOS] == ["scaling", "memory", "demo", "multishot", "scale", "plates"]
     assert {s.key for s in SCENARIOS} <= names
     off = Settings(out="x", scaling=False)
     assert not any(s.enabled(off) for s in SCENARIOS)
@@ -101,3 +108,40 @@ def test_qc_cost_of_two_runs() -> None:
     cost = qc_cost({"on": run(10.5, 10.0, 1.0), "off": run(10.0, 10.0, 1.05)}, "on", "off")
     assert cost["render_ratio"] == pytest.approx(1.05) and cost["job_fps_ratio"] == pytest.approx(1 / 1.05)
     assert cost["measures_share_on"] == pytest.approx(0.5 / 10.5) and cost["measures_share_off"] == 0.0
+
+
+def test_multishot_table_puts_both_orders_side_by_side() -> None:
+    from jobs.bench.multishot import ORDERS, multishot_spec, multishot_table
+
+    def run(first_shot: float) -> dict:
+        return {
+            "first_shot_seconds": first_shot,
+            "first_chunk_seconds": 5.0,
+            "setup_seconds": 10.0,
+            "wall_seconds": 40.0,
+            "job_fps": 9.0,
+            "output_sha256": {"shot0": "ab"},
+        }
+
+    figures = {
+        "shots": 4,
+        "size": "720p",
+        "sets": {
+            "default": {
+                "runs": {"analysis_first": run(30.0), "render_first": run(21.5)},
+                "identical_outputs": True,
+            }
+        },
+    }
+    lines = multishot_table(figures).splitlines()
+    assert "first shot" in lines[1]
+    assert [line.split()[1] for line in lines[2:]] == list(ORDERS)
+    assert lines[2].split()[2:6] == ["30.0", "s", "20.0", "s"]
+    assert lines[3].split()[2:6] == ["21.5", "s", "11.5", "s"]
+    assert lines[3].endswith("identical")
+    assert multishot_table({"error": "boom"}) == "multi-shot job: failed: boom"
+    spec = multishot_spec(
+        ["/c/a.mp4", "/c/b.mp4"], "/out", "builtin:default", "/s.jpg", "/cache", "render_first"
+    )
+    assert [s["url"] for s in spec["shots"]] == ["/c/a.mp4", "/c/b.mp4"]
+    assert spec["resources"]["dispatch_order"] == "render_first"

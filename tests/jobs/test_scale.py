@@ -38,5 +38,9 @@ def test_a_simulated_job_runs_through_the_real_driver(tmp_path, ray_local) -> No
     assert outputs == [f"sh{i:04d}.mov" for i in range(6)]
     assert not (tmp_path / "scale" / "work" / "segments").exists()  # cleaned once published
 
+    assert 0 < figures["first_shot_seconds"] <= figures["wall_seconds"]
+
     table = scale_table(figures)
     assert "resume scan" in table and ("met" in table or "MISSED" in table)
+    line = next(x for x in table.splitlines() if "time to first published shot" in x)
+    assert line.endswith(f" {figures['first_shot_seconds']:.1f} s")
