@@ -160,9 +160,11 @@ def test_two_identities_one_with_adapter(setup, tmp_path, ray_session, monkeypat
     source = _decode(setup["clip"])
     a, b = _decode(with_adapter.shots[0].output_url), _decode(without.shots[0].output_url)
     left, right = slice(0, SIDE), slice(SIDE, 2 * SIDE)
-    # Both faces were rendered...
-    assert np.abs(b[:, :, left] - source[:, :, left]).mean() > 2.0
-    assert np.abs(b[:, :, right] - source[:, :, right]).mean() > 2.0
+    # Both faces were rendered: a share of each half moved by more than the codec's noise (the rest
+    # of each half is the source's own samples, so a mean over the half would mostly measure the face's size).
+    for half in (left, right):
+        moved = (np.abs(b[:, :, half] - source[:, :, half]).max(axis=-1) > 6).mean()
+        assert moved > 0.05, moved  # measured 0.20 (left) and 0.12 (right)
     # ...and the adapter changed only its own identity's face.
     adapted = np.abs(a[:, :, left] - b[:, :, left]).mean()
     untouched = np.abs(a[:, :, right] - b[:, :, right]).mean()
