@@ -41,7 +41,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from cluster.lease_store import LeaseStore
-from pipeline import storage
+from pipeline import jsonload, storage
 from pipeline.configbase import Frozen
 from pipeline.errors import LeaseError, RecastError
 
@@ -80,7 +80,7 @@ def submission_id(env: Mapping[str, str]) -> str | None:
     if env.get("RAY_JOB_SUBMISSION_ID"):
         return env["RAY_JOB_SUBMISSION_ID"]
     try:
-        found = json.loads(env.get("RAY_JOB_CONFIG_JSON_ENV_VAR", ""))["metadata"]["job_submission_id"]
+        found = jsonload.loads(env.get("RAY_JOB_CONFIG_JSON_ENV_VAR", ""))["metadata"]["job_submission_id"]
     except (ValueError, KeyError, TypeError):
         return None
     return str(found) if found else None
@@ -120,7 +120,7 @@ class Holder:
         if data is None:
             return None
         try:
-            return cls(**json.loads(data))
+            return cls(**jsonload.loads(data))
         except (ValueError, TypeError):
             return None
 

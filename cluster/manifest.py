@@ -39,7 +39,7 @@ from cluster.face_npz import faces_from_npz, faces_to_npz
 from cluster.fingerprints import output_fingerprint
 from cluster.manifest_sign import MAC_FIELD, sign, signed_by
 from cluster.segment_record import RenderRecord, SegmentHome
-from pipeline import storage
+from pipeline import jsonload, storage
 from pipeline.errors import StorageError
 from pipeline.faces.types import Face, FaceTask
 
@@ -160,12 +160,12 @@ class JobManifest:
 
     def _read_json(self, url: str) -> dict[str, Any] | None:
         try:
-            data = json.loads(storage.read_bytes(url))
+            data = jsonload.loads(storage.read_bytes(url))
         except StorageError as exc:
             if exc.reason != "not found":
                 logger.warning("manifest record %s unreadable (%s); treated as missing", url, exc.reason)
             return None
-        except (ValueError, RecursionError):
+        except ValueError:  # torn, too deep or a key twice (jsonload.JsonError)
             self.set_aside(f"manifest record {self._name(url)} is not JSON; treated as missing")
             return None
         if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:

@@ -34,7 +34,6 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from cluster.lease import LeaseConfig
@@ -312,7 +311,7 @@ def load_spec(path_or_url: str) -> JobSpec:
         data = yamlload.load(raw)
     except yamlload.ImpossibleDateError as exc:
         raise SpecError(dotted(exc.loc), f"{exc} in {path_or_url}") from None
-    except yaml.YAMLError as exc:
+    except yamlload.LoadError as exc:  # line, column and problem: never the line's text (it may hold a secret)
         raise SpecError("spec", f"{path_or_url} is not valid YAML: {exc}") from None
     base_dir = (
         os.path.dirname(os.path.abspath(storage.local_path(path_or_url)))

@@ -16,7 +16,6 @@ spec.  Everything but :func:`check_faces` (a call to a warm actor) runs before R
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.shots import ShotRef, output_prefix_for
 from cluster.spec import JobSpec
-from pipeline import storage
+from pipeline import jsonload, storage
 from pipeline.errors import RecastError, SpecError
 
 if TYPE_CHECKING:
@@ -68,7 +67,7 @@ def ray_job_config(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        data = json.loads(raw)
+        data = jsonload.loads(raw)
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}

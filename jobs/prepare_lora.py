@@ -64,13 +64,18 @@ def prepare_in_pack(
 ) -> tuple[dict[str, object], UnchangedReport]:
     """Prepare the ``role`` model of the pack at ``pack_url``; returns the updated manifest entry
     and what the unchanged-output check measured."""
-    from pipeline import storage
+    from pipeline import jsonload, storage
     from pipeline.errors import ModelPackError
     from pipeline.limits import MANIFEST_MAX_BYTES, ONNX_MAX_BYTES
     from pipeline.lora.prepare import sha256_bytes
 
     manifest_url = storage.join(pack_url, "manifest.json")
-    manifest = json.loads(storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES))
+    try:
+        manifest = jsonload.loads(storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES))
+    except ValueError as exc:  # not JSON, too deep, a key twice
+        raise ModelPackError(manifest_url, f"not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise ModelPackError(manifest_url, "not a JSON object")
     entries = [e for e in manifest.get("models", []) if e.get("role") == role]
     if len(entries) != 1 or not entries[0].get("file"):
         raise ModelPackError(manifest_url, f"needs exactly one {role} entry with a file")

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from pipeline import storage
+from pipeline import jsonload, storage
 from pipeline.configbase import Frozen
 from pipeline.errors import ModelPackError, StorageError
 from pipeline.limits import MANIFEST_MAX_BYTES, MODEL_FILE_MAX_BYTES
@@ -106,8 +106,8 @@ def default_cache_dir() -> str:
 def parse_manifest(data: bytes, where: str) -> PackManifest:
     """Parse and validate manifest bytes; every problem is a ModelPackError naming ``where``."""
     try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = jsonload.loads(data)
+    except ValueError as exc:  # not JSON, not UTF-8, too deep, a key twice
         raise ModelPackError(where, f"not valid JSON ({exc})") from exc
     try:
         manifest = PackManifest.model_validate(raw)
@@ -191,7 +191,7 @@ def _cache_is_intact(folder: str, manifest: PackManifest, verified: VerifiedFile
     sizes as recorded, and every file's sha256 as the manifest says (memoised in ``verified``)."""
     try:
         with open(os.path.join(folder, _RECORD)) as fh:
-            sizes: dict[str, int] = json.load(fh)["sizes"]
+            sizes: dict[str, int] = jsonload.loads(fh.read())["sizes"]
     except (OSError, ValueError, KeyError):
         return False
     for entry in manifest.models:

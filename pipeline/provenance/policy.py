@@ -23,7 +23,6 @@ import posixpath
 import re
 from collections.abc import Iterable, Mapping
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline import storage, yamlload
@@ -123,8 +122,8 @@ def parse_policy(text: str | bytes, where: str = "<policy>") -> Policy:
     except yamlload.ImpossibleDateError as exc:
         field = ".".join(str(p) for p in exc.loc)
         raise SpecError(f"{where}#{field}", str(exc)) from None
-    except yaml.YAMLError as exc:
-        raise SpecError(where, f"not valid YAML/JSON: {exc}") from exc
+    except yamlload.LoadError as exc:  # line, column and problem: never the line's text (it may hold a secret)
+        raise SpecError(where, f"not valid YAML/JSON: {exc}") from None
     if not isinstance(data, Mapping):
         raise SpecError(where, "a policy must be a mapping at the top level")
     try:

@@ -32,33 +32,58 @@ _SECRET_KEY_WORD = (
 
 _AUTH_SCHEMES = r"(?:Basic|Bearer|Digest|Token|Negotiate|NTLM|AWS4-HMAC-SHA256|AWS|HOBA|Mutual)"
 
-_URL = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>[^\s'\"<>]+)")
-"""A URL up to the next space or quote; its userinfo is found by :func:`_userinfo_end`."""
+_URL_START = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*(?P<sep>://|%3A%2F%2F)", re.IGNORECASE)
+"""Where a URL begins: ``s3://``, or percent-encoded in another URL's query (``next=https%3A%2F%2F...``)."""
 
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_TOKEN_END = re.compile(r"[\s'\"<>]")
+_AT = re.compile(r"@|%40", re.IGNORECASE)
+_COLON = re.compile(r"%3A", re.IGNORECASE)
+_PATH = re.compile(r"[/?#]")
+_PATH_ENCODED = re.compile(r"[/?#]|%2F|%3F|%23", re.IGNORECASE)
 _PORT = re.compile(r"[^:]*:\d*")
 
 
-def _userinfo_end(rest: str) -> int:
-    """Where the userinfo of ``rest`` (a URL after ``scheme://``) ends (its last ``@``), or -1.
+def _userinfo_end(body: str, *, encoded: bool = False) -> tuple[int, int]:
+    """Where the userinfo of ``body`` (the text after ``scheme://``) ends: (index, length of its ``@``).
 
-    Passwords are often written unescaped, with ``@``, ``/``, ``?`` or ``#`` in them,
-    so every reading is taken and the longest wins: over-redacting a path that has an
-    ``@`` (``s3://KEY:SECRET@bucket/sh010@2x.mov``) is safe, leaking a password's tail is not.
+    (-1, 0) when there is none; (end of the authority, 0) for ``user:password``
+    whose ``@`` is not in ``body``.  Passwords are written unescaped, with ``@``,
+    ``/``, ``?``, ``#``, spaces, quotes, angle brackets or newlines in them, so
+    the longest reading wins: once the text before the first ``@`` has a
+    ``user:`` that is not ``host:port``, the userinfo runs to the last ``@`` of
+    ``body``.  Over-redacting a path or a sentence that has an ``@``
+    (``s3://KEY:SECRET@bucket/sh010@2x.mov``) is safe, leaking a password's tail is not.
     """
-    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    head = authority.split("@", 1)[0]
-    if ":" in head and not ("@" not in authority and _PORT.fullmatch(head)):
-        return rest.rfind("@")  # user:password...@ - the password may hold any of / ? # @
-    return authority.rfind("@")  # user@ or token@ (possibly with @ inside): up to the host
+    token = body[: m.start()] if (m := _TOKEN_END.search(body)) else body
+    authority = (_PATH_ENCODED if encoded else _PATH).split(token, maxsplit=1)[0]
+    head = _COLON.sub(":", _AT.split(authority, maxsplit=1)[0])
+    hostport = head.rsplit("]", 1)[-1] if head.startswith("[") else head  # [::1]:8080
+    after = body[len(token) : len(token) + 1]
+    port_like = _PORT.fullmatch(hostport) and (hostport.partition(":")[2] or not after.strip())
+    ats = list(_AT.finditer(body))
+    if ":" in hostport and not (port_like and not _AT.search(authority)):
+        return (ats[-1].start(), len(ats[-1].group())) if ats else (len(authority), 0)
+    limit = len(authority)
+    if token == authority:  # no path yet: "s3://svc user@bucket/x", 's3://"svc"@bucket', "s3://<svc>@b"
+        path = _PATH.search(body, len(token))
+        limit = path.start() if path else len(body)
+    inside = [a for a in ats if a.start() < limit]
+    return (inside[-1].start(), len(inside[-1].group())) if inside else (-1, 0)
 
 
-def _redact_url(match: re.Match[str]) -> str:
-    rest = match.group("rest")
-    end = _userinfo_end(rest)
-    if end < 0:
-        return match.group(0)
-    return f"{match.group('scheme')}{REDACTED}{rest[end:]}"
+def _redact_urls(text: str) -> str:
+    """``text`` with the userinfo of every URL in it replaced; each URL's text runs to the next URL."""
+    starts = list(_URL_START.finditer(text))
+    out: list[str] = []
+    pos = 0
+    for i, start in enumerate(starts):
+        region_end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+        body = text[start.end() : region_end]
+        end, _ = _userinfo_end(body, encoded=start.group("sep") != "://")
+        if end > 0:
+            out += [text[pos : start.end()], REDACTED]
+            pos = start.end() + end
+    return "".join(out) + text[pos:]
 
 
 def strip_userinfo(url: str) -> str:
@@ -68,11 +93,11 @@ def strip_userinfo(url: str) -> str:
     come from the environment, so the URL works without them.  Other text is
     returned unchanged.
     """
-    scheme = _SCHEME.match(url)
-    if scheme is None:
+    scheme = _URL_START.match(url)
+    if scheme is None or scheme.group("sep") != "://":
         return url
-    end = _userinfo_end(url[scheme.end() :])
-    return url if end < 0 else url[: scheme.end()] + url[scheme.end() + end + 1 :]
+    end, at = _userinfo_end(url[scheme.end() :])
+    return url if at == 0 else url[: scheme.end()] + url[scheme.end() + end + at :]
 
 
 def find_url_credentials(
@@ -117,8 +142,6 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
         re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.DOTALL),
         REDACTED,
     ),
-    # URL userinfo: s3://KEY:SECRET@bucket, https://user:p@ss/word@host - to the userinfo's last '@'.
-    (_URL, _redact_url),
     # Signed URL query parameters (AWS SigV2/V4, GCS, Azure SAS) and generic token parameters.
     (
         re.compile(
@@ -156,6 +179,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
 
 def redact_text(text: str) -> str:
     """``text`` with every credential-looking substring replaced by ``REDACTED``."""
+    text = _redact_urls(text)  # URL userinfo first: s3://KEY:SECRET@bucket, https://user:p@ss word@host
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
