@@ -54,7 +54,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import av
 
+    from jobs.cli import url_credentials_refused
     from pipeline.errors import RecastError
+    from pipeline.provenance.redact import redact, redact_process_output, redact_text
+
+    redact_process_output()  # a URL given with a password (s3://user:pw@bucket/x.mp4) is never printed
+    if url_credentials_refused("recast detect_watermark", args.video, args.pack):
+        return EXIT_BAD_INPUT
     from pipeline.provenance import watermark
     from pipeline.provenance.watermark_read import read_clip, scan
 
@@ -65,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         detector = None if args.all_blocks else _detector(args.pack)
         reading = read_clip(args.video, detector, max_frames=args.max_frames)
     except (RecastError, av.FFmpegError, ValueError) as exc:
-        print(f"recast detect_watermark: {exc}", file=sys.stderr)
+        print(f"recast detect_watermark: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     result = scan(reading, config, args.window)
     overall = result.overall if reading.frames else None
@@ -82,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "expected_payload": None if expected is None else f"{expected:08x}",
         "windows": [_window(r, end) for end, r in result.windows],
     }
-    print(json.dumps(report, indent=1))
+    print(json.dumps(redact(report), indent=1))
     if found is None or (expected is not None and found != expected):
         return EXIT_NOT_FOUND
     return EXIT_FOUND

@@ -30,10 +30,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
+    from jobs.cli import url_credentials_refused
     from pipeline import storage
     from pipeline.errors import RecastError
     from pipeline.limits import PEM_MAX_BYTES
     from pipeline.provenance.credentials import verify_video
+    from pipeline.provenance.redact import redact_process_output, redact_text
+
+    redact_process_output()  # a URL given with a password (s3://user:pw@bucket/x.mp4) is never printed
+    if url_credentials_refused("recast verify", args.video, args.trust_anchors):
+        return EXIT_MISSING
 
     try:
         anchors = (
@@ -44,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with storage.fetched(args.video, suffix=PurePosixPath(args.video).suffix) as local:
             result = verify_video(local, anchors)
     except RecastError as exc:
-        print(f"recast verify: {exc}", file=sys.stderr)
+        print(f"recast verify: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_MISSING
     if args.json:
         print(json.dumps(result.model_dump(mode="json", exclude={"manifest"}), indent=1))
@@ -54,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if result.trusted
             else (" (untrusted signer)" if result.status == "valid" else "")
         )
-        print(f"{args.video}: {result.status}{trust}")
+        print(f"{redact_text(args.video)}: {result.status}{trust}")
         if result.signer:
             print(f"  signed by: {result.signer}")
         if result.job_id:
@@ -72,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INVALID
     if not result.trusted:
         why = "no --trust-anchors given" if not anchors else "the signer does not chain to the trust anchors"
-        print(f"recast verify: {args.video}: untrusted ({why})", file=sys.stderr)
+        print(f"recast verify: {redact_text(args.video)}: untrusted ({why})", file=sys.stderr)
         return EXIT_INVALID
     return EXIT_OK
 
