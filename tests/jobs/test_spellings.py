@@ -105,6 +105,17 @@ def test_a_fifo_picture_is_refused_however_it_is_spelt(site, capsys, spelling, n
     assert not (site / "out").exists()
 
 
+@pytest.mark.parametrize("spelling", ["local://{p}", "file:{p}", "local:{p}"])
+def test_a_fifo_pack_manifest_is_refused_however_it_is_spelt(site, capsys, spelling, no_ray) -> None:
+    pack = site / "pack"
+    pack.mkdir()
+    os.mkfifo(pack / "manifest.json")
+    spec = site_spec(site, f"{site}/out/{{shot}}.mp4")
+    spec["models"] = {"pack": spelling.format(p=pack)}
+    assert run(site.parent, spec) == EXIT_BAD_INPUT
+    refused(capsys, "manifest.json", "FIFO")
+
+
 def test_a_spec_that_is_a_fifo_is_refused_as_local_url(tmp_path, capsys, no_ray) -> None:
     fifo = tmp_path / "job.yaml"
     os.mkfifo(fifo)
