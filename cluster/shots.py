@@ -120,7 +120,7 @@ def expand_shots(spec: JobSpec) -> list[ShotRef]:
         if earlier is not ref:
             raise SpecError(
                 ref.output_field,
-                f"shots {earlier.name} and {ref.name} would write the same file {ref.output_url}; "
+                f"the outputs of shots {earlier.name} and {ref.name} are the same file {ref.output_url}; "
                 "give each a place of its own",
             )
     return refs
