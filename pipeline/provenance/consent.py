@@ -12,6 +12,7 @@ similarity to the references is below ``min_similarity``.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline import storage
-from pipeline.errors import SpecError
+from pipeline.errors import InputRefused, SpecError
+from pipeline.limits import EMBEDDING_MAX_BYTES
 from pipeline.provenance.policy import Policy, PolicyError
 
 if TYPE_CHECKING:
@@ -38,22 +40,40 @@ class FaceReference:
 
 
 def read_embeddings(url: str, where: str) -> np.ndarray:
-    """The (N, D) unit-length float32 rows of the ``.npy`` at ``url``; SpecError naming ``where``."""
-    data = storage.read_bytes(url)
-    if not data.startswith(b"\x93NUMPY"):
-        raise SpecError(where, f"{url} is not a .npy file (numpy.save) of embeddings")
+    """The (N, D) unit-length float32 rows of the ``.npy`` at ``url``; SpecError naming ``where``.
+
+    At most :data:`~pipeline.limits.EMBEDDING_MAX_BYTES` are read.  The header is checked before
+    any array is made: a real (not complex, not object) numeric dtype, and a shape whose size is
+    exactly the bytes that follow it, so neither a pickle nor a header claiming a huge array is loaded.
+    """
+    try:
+        data = storage.read_bytes(url, max_bytes=EMBEDDING_MAX_BYTES)
+    except InputRefused as exc:
+        raise SpecError(where, f"{url}: {exc.reason}") from None
+    stream = io.BytesIO(data)
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if not data.startswith(b"\x93NUMPY") or (reader := readers.get((data[6], data[7]))) is None:
+        raise SpecError(where, f"{url} is not a .npy file (numpy.save, format 1.0 or 2.0) of embeddings")
+    try:
+        np.lib.format.read_magic(stream)
+        shape, _, dtype = reader(stream)
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
+        raise SpecError(where, f"{url} is not a .npy file (numpy.save) of embeddings: {exc}") from None
+    if dtype.hasobject or dtype.kind not in "fiu":
+        raise SpecError(where, f"{url}: embeddings must be real numbers, not {dtype}")
+    if len(shape) not in (1, 2):
+        raise SpecError(where, f"{url}: expected embeddings of shape (D,) or (N, D), got {shape}")
+    if (size := math.prod(shape) * dtype.itemsize) != (left := len(data) - stream.tell()):
+        raise SpecError(
+            where, f"{url}: its header says {shape} {dtype} ({size:,} bytes) but {left:,} bytes follow"
+        )
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise SpecError(where, f"{url} is not a .npy array of embeddings: {exc}") from None
     if array.ndim == 1:
         array = array[None, :]
-    if (
-        array.ndim != 2
-        or array.shape[0] < 1
-        or array.shape[1] < 8
-        or not np.issubdtype(array.dtype, np.number)
-    ):
+    if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 8:
         raise SpecError(where, f"{url}: expected embeddings of shape (D,) or (N, D), got {array.shape}")
     rows = array.astype(np.float32)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
