@@ -21,6 +21,7 @@ import os
 from pydantic import Field
 
 from pipeline.configbase import Frozen
+from pipeline.errors import SpecError
 
 MIB = 1 << 20
 SPEC_MAX_BYTES = MIB
@@ -80,7 +81,10 @@ class InputLimits(Frozen):
 
 
 def min_chunk_seconds() -> float:
-    """The floor of ``chunking.min_seconds``: 10 s, or ``$RECAST_MIN_CHUNK_SECONDS`` (1-10) when set."""
+    """The floor of ``chunking.min_seconds``: 10 s, or ``$RECAST_MIN_CHUNK_SECONDS`` (1-10) when set.
+
+    Read when a spec is parsed, never at import.  A bad value raises SpecError naming the variable
+    (not ValueError: pydantic passes it through the validator that asks, so it is not blamed on a field)."""
     raw = os.environ.get(MIN_CHUNK_ENV, "")
     if not raw:
         return CHUNK_MIN_SECONDS
@@ -89,5 +93,8 @@ def min_chunk_seconds() -> float:
     except ValueError:
         value = float("nan")
     if not 1.0 <= value <= CHUNK_MIN_SECONDS:  # also refuses nan
-        raise ValueError(f"${MIN_CHUNK_ENV} must be a number of seconds from 1 to 10, got {raw!r}")
+        raise SpecError(
+            MIN_CHUNK_ENV,
+            f"the cluster's environment variable must be a number of seconds from 1 to 10, got {raw!r}",
+        )
     return value

@@ -65,23 +65,26 @@ def _padding(pad: str) -> int:
 def parse_sequence_url(url: str) -> SequencePattern:
     """Parse ``url`` (local path or any fsspec URL); MediaError naming it when it is no pattern."""
     directory, name = _split_name(url)
-    if not _PADDING.search(name):
+    paddings = _PADDING.findall(name)
+    if not paddings:
         raise MediaError(url, "not a frame sequence pattern (expected padding such as ####, @@@@ or %04d)")
+    if len(paddings) > 1:
+        raise MediaError(
+            url,
+            f"{len(paddings)} frame paddings in one name ({', '.join(paddings)}); a pattern has exactly one",
+        )
     try:
         seq = fileseq.FileSequence(name)
-    except fileseq.ParseException as exc:
-        raise MediaError(url, f"not a frame sequence pattern ({exc})") from exc
-    if seq.frameSet() is not None:
+        frame_set, pad = seq.frameSet(), seq.padding()
+        padding = _padding(pad) if pad else 0
+    except (fileseq.ParseException, ValueError) as exc:  # fileseq raises ValueError for odd padding
+        raise MediaError(url, f"not a frame sequence pattern ({exc})") from None
+    if frame_set is not None:
         raise MediaError(url, "a frame range in the pattern is not supported; name the sequence as ####")
-    pad = seq.padding()
-    if not pad or seq.dirname():
+    if not padding or seq.dirname():
         raise MediaError(url, "not a frame sequence pattern (expected padding such as ####, @@@@ or %04d)")
     return SequencePattern(
-        url=url,
-        directory=directory,
-        head=seq.basename(),
-        tail=seq.extension(),
-        padding=_padding(pad),
+        url=url, directory=directory, head=seq.basename(), tail=seq.extension(), padding=padding
     )
 
 

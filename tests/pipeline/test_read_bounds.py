@@ -38,7 +38,9 @@ def test_picture_sized_only_by_decoding_is_refused(tmp_path) -> None:
     """A small real ``.hdr`` OpenCV decodes: Pillow cannot size it, so it is not decoded at all."""
     path = radiance_hdr(tmp_path / "hero.hdr", 64, 48)
     assert cv2.imdecode(np.frombuffer(path.read_bytes(), np.uint8), cv2.IMREAD_COLOR).shape == (48, 64, 3)
-    with pytest.raises(InputRefused, match="size cannot be read from its header, so it is not decoded") as err:
+    with pytest.raises(
+        InputRefused, match="size cannot be read from its header, so it is not decoded"
+    ) as err:
         load_picture(str(path))
     assert err.value.url == str(path)
 
@@ -68,7 +70,9 @@ def test_embedding_over_4_mib_is_refused(tmp_path) -> None:
     with pytest.raises(SpecError) as err:
         read_embeddings(str(path), FIELD)
     assert err.value.field == FIELD and str(path) in str(err.value) and "larger than 4 MiB" in str(err.value)
-    assert read_embeddings(str(_save(tmp_path / "ok.npy", np.ones((2000, 512), np.float32))), FIELD).shape == (
+    assert read_embeddings(
+        str(_save(tmp_path / "ok.npy", np.ones((2000, 512), np.float32))), FIELD
+    ).shape == (
         2000,
         512,
     )
@@ -82,7 +86,9 @@ def test_pickled_object_array_is_refused_unloaded(tmp_path) -> None:
 
 def test_header_claiming_a_huge_array_is_refused_before_allocating(tmp_path) -> None:
     header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 512)})
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 512)}
+    )
     path = tmp_path / "ref.npy"
     path.write_bytes(header.getvalue() + b"\0" * 4096)
     tracemalloc.start()
