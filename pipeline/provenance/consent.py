@@ -12,7 +12,6 @@ similarity to the references is below ``min_similarity``.
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ import numpy as np
 from pipeline import storage
 from pipeline.errors import InputRefused, SpecError
 from pipeline.limits import EMBEDDING_MAX_BYTES
+from pipeline.npycheck import npy_problem
 from pipeline.provenance.policy import Policy, PolicyError
 
 if TYPE_CHECKING:
@@ -50,23 +50,9 @@ def read_embeddings(url: str, where: str) -> np.ndarray:
         data = storage.read_bytes(url, max_bytes=EMBEDDING_MAX_BYTES)
     except InputRefused as exc:
         raise SpecError(where, f"{url}: {exc.reason}") from None
-    stream = io.BytesIO(data)
-    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-    if not data.startswith(b"\x93NUMPY") or (reader := readers.get((data[6], data[7]))) is None:
-        raise SpecError(where, f"{url} is not a .npy file (numpy.save, format 1.0 or 2.0) of embeddings")
-    try:
-        np.lib.format.read_magic(stream)
-        shape, _, dtype = reader(stream)
-    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
-        raise SpecError(where, f"{url} is not a .npy file (numpy.save) of embeddings: {exc}") from None
-    if dtype.hasobject or dtype.kind not in "fiu":
-        raise SpecError(where, f"{url}: embeddings must be real numbers, not {dtype}")
-    if len(shape) not in (1, 2):
-        raise SpecError(where, f"{url}: expected embeddings of shape (D,) or (N, D), got {shape}")
-    if (size := math.prod(shape) * dtype.itemsize) != (left := len(data) - stream.tell()):
-        raise SpecError(
-            where, f"{url}: its header says {shape} {dtype} ({size:,} bytes) but {left:,} bytes follow"
-        )
+    problem = npy_problem(io.BytesIO(data), len(data), kinds="fiu")
+    if problem is not None:
+        raise SpecError(where, f"{url}: {problem}")
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import struct
 import tracemalloc
+import zipfile
 from pathlib import Path
 
 import cv2
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from cluster.face_npz import faces_from_npz, faces_to_npz
 from pipeline.colr import read_colr
 from pipeline.errors import InputRefused, SpecError
 from pipeline.faces.pictures import load_picture
@@ -80,7 +82,7 @@ def test_embedding_over_4_mib_is_refused(tmp_path) -> None:
 
 def test_pickled_object_array_is_refused_unloaded(tmp_path) -> None:
     path = _save(tmp_path / "ref.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
-    with pytest.raises(SpecError, match="embeddings must be real numbers, not object"):
+    with pytest.raises(SpecError, match="holds object, not real numbers"):
         read_embeddings(str(path), FIELD)
 
 
@@ -104,7 +106,7 @@ def test_header_claiming_a_huge_array_is_refused_before_allocating(tmp_path) -> 
 @pytest.mark.parametrize("dtype", [np.complex64, np.bool_, "<U8"])
 def test_embeddings_must_be_real_numbers(tmp_path, dtype) -> None:
     path = _save(tmp_path / "ref.npy", np.ones((2, 16), dtype))
-    with pytest.raises(SpecError, match="embeddings must be real numbers"):
+    with pytest.raises(SpecError, match="not real numbers"):
         read_embeddings(str(path), FIELD)
 
 
@@ -121,3 +123,21 @@ def test_moov_claiming_2_gib_is_walked_not_read(tmp_path) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 4 << 20, f"reading the colr box used {peak:,} bytes"
+
+
+def test_forged_analysis_npz_is_refused_before_allocating() -> None:
+    """A manifest's analysis npz whose member header claims a huge array (the record's sha256 can be
+    forged too when the manifest is not signed): ValueError, which the manifest treats as absent."""
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<i4", "fortran_order": False, "shape": (10**12,)})
+    stored, deflated = io.BytesIO(), io.BytesIO()
+    with zipfile.ZipFile(stored, "w") as archive:
+        archive.writestr("counts.npy", header.getvalue() + bytes(64))
+    with zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("counts.npy", header.getvalue() + bytes(64))
+    with pytest.raises(ValueError, match=r"member counts.npy: its header says \(1000000000000,\) int32"):
+        faces_from_npz(stored.getvalue())
+    with pytest.raises(ValueError, match="member counts.npy is compressed"):
+        faces_from_npz(deflated.getvalue())
+    assert faces_from_npz(faces_to_npz([[], []])) == [[], []]
