@@ -190,7 +190,8 @@ class JobSpec(Frozen):
     tracking: TrackingConfig = TrackingConfig()
     models: ModelsSpec = ModelsSpec()
     output: OutputSpec
-    chunking: ChunkingSpec = ChunkingSpec()
+    chunking: ChunkingSpec = Field(default_factory=ChunkingSpec)
+    """Built per spec, not at import: its floor comes from the cluster's ``RECAST_MIN_CHUNK_SECONDS``."""
     resources: ResourcesSpec = ResourcesSpec()
     resume: ResumeSpec = ResumeSpec()
     provenance: ProvenanceSpec | None = None

@@ -32,14 +32,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pipeline import storage
     from pipeline.errors import RecastError
-    from pipeline.limits import PEM_MAX_BYTES
-    from pipeline.provenance.credentials import verify_video
+    from pipeline.provenance.credentials import read_pem, verify_video
 
     try:
         anchors = (
-            storage.read_bytes(args.trust_anchors, max_bytes=PEM_MAX_BYTES).decode()
-            if args.trust_anchors
-            else None
+            read_pem(args.trust_anchors, "--trust-anchors", "CERTIFICATE") if args.trust_anchors else None
         )
         with storage.fetched(args.video, suffix=PurePosixPath(args.video).suffix) as local:
             result = verify_video(local, anchors)
