@@ -10,9 +10,9 @@ field or file before any actor starts and before anything is written.
 from __future__ import annotations
 
 import contextlib
-import glob
 import logging
 import os
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,7 +26,7 @@ from cluster.manifest_sign import manifest_key
 from cluster.provenance import audit_url, check_provenance
 from cluster.shots import ShotRef, ShotSettings, expand_shots, settings_of, work_url_for
 from cluster.spec import JobSpec
-from cluster.trust import Authorisation
+from cluster.trust import Authorisation, check_patterns
 from cluster.windows import ShotWindow, render_chunks, shot_window
 from pipeline import storage
 from pipeline.chunking import Chunk, ChunkPlan, plan_chunks
@@ -126,6 +126,7 @@ def prepare_job(
     """
     from pipeline.models.pack import load_pack
 
+    check_patterns(spec)  # a pattern's folder is authorised before it is listed
     shots = expand_shots(spec)
     work_url = work_url_for(spec, shots)
     # The studio policy first: a refused identity or path must not cause a single read or write.
@@ -186,7 +187,8 @@ def prepare_job(
     if claim is not None:
         claim(work_url)
     for p in planned:
-        remove_interrupted_publish(p.ref.output_url)
+        for url in (p.ref.output_url, *p.pass_urls.values()):
+            remove_interrupted_publish(url)
     planned.sort(key=lambda p: -(p.plan.frame_count * p.info.width * p.info.height))
     return PreparedJob(
         spec=spec,
@@ -316,25 +318,34 @@ def plate_warnings(prepared: PreparedJob) -> list[str]:
 
 
 def remove_interrupted_publish(output_url: str) -> None:
-    """Delete the temporary copy a killed run may have left beside a local output.
+    """Delete the temporary copies a killed run may have left beside a local output (or pass).
 
-    ``storage.publish_file`` copies to ``.<name>.tmp-<random>`` and renames; a
-    driver killed mid-copy leaves that file.  Object stores need nothing: an
-    upload is invisible until it is complete.
+    ``storage.publish_file`` copies to ``.<name>.recast-tmp-<12 hex>`` and renames; a
+    driver killed mid-copy leaves that file.  Only names of exactly that form, for this
+    output's own name (or a frame of its sequence), are removed: a user's
+    ``.precious.png.tmp-keepme`` beside it is not Recast's.  Object stores need nothing:
+    an upload is invisible until it is complete.
     """
     if not storage.is_local(output_url):
         return
     path = storage.local_path(output_url)
     head, tail = os.path.split(path)
-    pattern = f".{glob.escape(tail)}.tmp-*"
+    name = re.escape(tail)
     if is_sequence_url(output_url):
-        # Frames are written one by one the same way: .<name>.1001.exr.tmp-<random>
+        # Frames are written one by one the same way: .<head><frame><tail>.recast-tmp-<hex>
         seq = parse_sequence_url(output_url)
-        pattern = f".{glob.escape(seq.head)}*{glob.escape(seq.tail)}.tmp-*"
-    for stale in glob.glob(os.path.join(head or ".", pattern)):
-        logger.info("removing %s, left by an interrupted publish", stale)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(stale)
+        name = rf"{re.escape(seq.head)}-?\d+{re.escape(seq.tail)}"
+    wanted = storage.temporary_of(name)
+    try:
+        entries = os.listdir(head or ".")
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if wanted.fullmatch(entry):
+            stale = os.path.join(head or ".", entry)
+            logger.info("removing %s, left by an interrupted publish", stale)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(stale)
 
 
 def _parent(url: str) -> str:

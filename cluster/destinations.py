@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from cluster.shots import ShotRef
 from cluster.spec import JobSpec
-from pipeline import storage
+from pipeline import storage, urls
 from pipeline.errors import SpecError
 from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
 
@@ -32,12 +32,12 @@ WORK_FILES = ("summary.json", "report.html", "report.json")
 
 
 def normalise(url: str) -> str:
-    """``url`` as one spelling per place: local paths absolute with symlinks resolved; other
-    URLs with empty and ``.`` segments dropped (``s3://b/out//./x`` -> ``s3://b/out/x``)."""
-    if storage.is_local(url):
-        return os.path.realpath(os.path.abspath(storage.local_path(url) or "."))
-    scheme, _, path = url.partition("://")
-    return f"{scheme}://" + "/".join(p for p in path.split("/") if p not in ("", "."))
+    """``url`` as one spelling per place (:func:`pipeline.urls.canonical`): local paths absolute
+    with symlinks resolved, whatever the spelling (``file://``, ``local://``, ``./``, ``//``);
+    other URLs with their scheme folded and empty and ``.`` segments dropped
+    (``S3A://b/out//./x`` -> ``s3://b/out/x``)."""
+    canonical = urls.canonical(url)
+    return os.path.realpath(canonical) if urls.is_local(canonical) else canonical
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,19 @@ def pass_urls_of(spec: JobSpec, ref: ShotRef) -> dict[str, str]:
         name: pass_url(ref.output_url, name, out.pass_url, shot=ref.name, job_id=spec.job_id)
         for name in out.passes
     }
+
+
+def written_urls(spec: JobSpec, shots: list[ShotRef], work_url: str) -> list[tuple[str, str]]:
+    """Every place the job writes, each with the spec field that names it: each shot's output and
+    passes, and the work area.  The studio policy authorises exactly these (and the audit folder,
+    :func:`cluster.trust.authorise`); :func:`check_names` checks them before Ray."""
+    pass_field = "output.pass_url" if spec.output.pass_url is not None else "output.passes"
+    out = []
+    for ref in shots:
+        out.append((ref.output_url, ref.output_field))
+        out.extend((url, pass_field) for url in pass_urls_of(spec, ref).values())
+    out.append((work_url, "output.work_url" if spec.output.work_url is not None else "output.url"))
+    return out
 
 
 def destinations(spec: JobSpec, shots: list[ShotRef]) -> list[tuple[Place, str]]:
@@ -167,7 +180,11 @@ def _frame_splits(name: str) -> list[tuple[str, str]]:
 
 
 def check_destinations(spec: JobSpec, shots: list[ShotRef], work_url: str) -> None:
-    """Refuse a job whose writes would collide, replace one of its inputs or land in its work area."""
+    """Refuse a job whose writes would collide, replace one of its inputs or land in its work area,
+    or whose file names the file system or store cannot hold (:func:`check_names`)."""
+    from cluster.dest_names import check_names
+
+    check_names(written_urls(spec, shots, work_url), work_url)
     dests = destinations(spec, shots)
     written = _Places()
     for dest, field in dests:

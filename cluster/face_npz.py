@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+import zipfile
 from collections.abc import Sequence
 
 import numpy as np
 
 from pipeline.faces.types import Face
+from pipeline.npycheck import npy_problem
 
 
 def faces_to_npz(faces: Sequence[Sequence[Face]]) -> bytes:
@@ -35,7 +37,18 @@ def faces_to_npz(faces: Sequence[Sequence[Face]]) -> bytes:
 
 
 def faces_from_npz(data: bytes) -> list[list[Face]]:
-    """The inverse of :func:`faces_to_npz`."""
+    """The inverse of :func:`faces_to_npz`.
+
+    ValueError, before any array is made, when a member is compressed or its ``.npy`` header
+    declares other than the bytes it holds (a forged record must not make numpy allocate more)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for info in archive.infolist():
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise ValueError(f"member {info.filename} is compressed; numpy.savez stores")
+            with archive.open(info) as member:
+                problem = npy_problem(member, info.file_size)
+            if problem is not None:
+                raise ValueError(f"member {info.filename}: {problem}")
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         counts = z["counts"]
         out: list[list[Face]] = []

@@ -3,12 +3,15 @@
 A driver takes the lease once its checks have passed and before it writes
 anything else (:func:`acquire_lease`); it names the driver (Ray job submission
 id, host, pid), when it started and its last heartbeat, which a daemon thread
-refreshes every ``lease.heartbeat_seconds`` (10 s).  The lease is removed when
-the driver ends, successful or not.
+refreshes every ``lease.heartbeat_seconds`` (10 s; at least 1 s and at most a
+third of the expiry).  The lease is removed when the driver ends, successful or not.
 
 * A second driver finds a live lease and refuses (:class:`LeaseHeld`, exit 2),
   naming the holder and how to stop it, or when its lease will expire.
-* A lease whose heartbeat is older than its ``expiry_seconds`` (60 s) belongs
+* A lease that is not one (not JSON, non-finite times, an expiry over an hour, a
+  file over 64 KiB: only that much is read) is refused like a live one, naming
+  the file; ``--force-takeover`` replaces it.
+* A lease whose heartbeat is older than its ``expiry_seconds`` (60 s; 5 s to 1 h) belongs
   to a dead driver: the next driver takes it over and resumes.  Two drivers may
   find the same expired lease; each first creates the marker
   ``lease.takeover-<stale token>-1.json`` with create-if-absent, so exactly one
@@ -29,6 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 import os
 import socket
 import threading
@@ -38,12 +42,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from cluster.lease_store import LeaseStore
 from pipeline import jsonload, storage
 from pipeline.configbase import Frozen
-from pipeline.errors import LeaseError, RecastError
+from pipeline.errors import InputRefused, LeaseError, RecastError
 
 logger = logging.getLogger(__name__)
 
@@ -59,20 +63,36 @@ class LeaseLost(LeaseError):
     """This driver's lease was taken over (or could not be refreshed): it stops publishing."""
 
 
+EXPIRY_MIN_SECONDS, EXPIRY_MAX_SECONDS = 5.0, 3600.0
+"""``lease.expiry_seconds``: long enough that a busy store does not expire a live driver, short
+enough that a crashed one does not lock its work area for more than an hour."""
+HEARTBEAT_MIN_SECONDS = 1.0
+"""``lease.heartbeat_seconds``: a lease is rewritten at most once a second."""
+BEATS_PER_EXPIRY = 3
+"""A lease is refreshed at least this many times within its expiry."""
+
+
 class LeaseConfig(Frozen):
-    """``lease:`` of a job spec: how often a driver refreshes its lease, and when a silent one is dead."""
+    """``lease:`` of a job spec: how often a driver refreshes its lease, and when a silent one is dead.
 
-    expiry_seconds: float = Field(default=60.0, gt=0.0)
-    heartbeat_seconds: float = Field(default=10.0, gt=0.0)
+    Both are finite numbers of seconds (nan and inf are refused): expiry 5 s to 1 h, heartbeat at
+    least 1 s and at most a third of the expiry.  Tests that need faster leases build one with
+    ``LeaseConfig.model_construct(...)``, which a job spec cannot reach."""
 
-    @model_validator(mode="after")
-    def _beats_within_expiry(self) -> LeaseConfig:
-        if self.heartbeat_seconds * 2 > self.expiry_seconds:
-            raise ValueError(
-                f"heartbeat_seconds ({self.heartbeat_seconds:g}) must be at most half of "
-                f"expiry_seconds ({self.expiry_seconds:g})"
-            )
-        return self
+    expiry_seconds: float = Field(
+        default=60.0, ge=EXPIRY_MIN_SECONDS, le=EXPIRY_MAX_SECONDS, allow_inf_nan=False
+    )
+    heartbeat_seconds: float = Field(
+        default=10.0, ge=HEARTBEAT_MIN_SECONDS, le=EXPIRY_MAX_SECONDS, allow_inf_nan=False
+    )
+
+    @field_validator("heartbeat_seconds")
+    @classmethod
+    def _beats_within_expiry(cls, value: float, info: ValidationInfo) -> float:
+        expiry = info.data.get("expiry_seconds")
+        if expiry is not None and value * BEATS_PER_EXPIRY > expiry:
+            raise ValueError(f"{value:g} must be at most a third of lease.expiry_seconds ({expiry:g})")
+        return value
 
 
 def submission_id(env: Mapping[str, str]) -> str | None:
@@ -120,9 +140,20 @@ class Holder:
         if data is None:
             return None
         try:
-            return cls(**jsonload.loads(data))
-        except (ValueError, TypeError):
+            holder = cls(**jsonload.loads(data))
+        except (ValueError, TypeError):  # not JSON, too deep, a key twice (jsonload.JsonError), not a holder
             return None
+        return holder if holder._well_formed() else None
+
+    def _well_formed(self) -> bool:
+        """Finite times and an expiry of at most :data:`EXPIRY_MAX_SECONDS` (a hand-made lease of
+        ``Infinity`` would otherwise hold the work area forever)."""
+        times: tuple[object, ...] = (self.acquired_at, self.heartbeat_at, self.expiry_seconds)  # as read
+        if not all(
+            isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) for t in times
+        ):
+            return False
+        return 0 < self.expiry_seconds <= EXPIRY_MAX_SECONDS and isinstance(self.token, str)
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), indent=1).encode()
@@ -155,6 +186,16 @@ class Holder:
             f"{stop}, or, if it is dead, resubmit in {left:.0f} s when its lease expires "
             f"({self.expiry_seconds:g} s without a heartbeat) to resume; --force-takeover if you know it is gone"
         )
+
+
+def read_holder(store: LeaseStore, url: str) -> Holder | None:
+    """The holder of the lease (or takeover marker) at ``url``; None when there is none or it is
+    not a lease, including one larger than :data:`~pipeline.limits.LEASE_MAX_BYTES`."""
+    try:
+        return Holder.from_bytes(store.read(url))
+    except InputRefused as exc:
+        logger.warning("%s: %s; read as a corrupt lease", url, exc.reason)
+        return None
 
 
 def lease_url(work_url: str) -> str:
@@ -198,7 +239,7 @@ class Lease:
     def confirm(self) -> None:
         """Raise LeaseLost unless the lease in the store is still this driver's (one read): before a publish."""
         self.check()
-        current = Holder.from_bytes(self.store.read(self.url))
+        current = read_holder(self.store, self.url)
         if current is None or current.token != self.holder.token:
             self._lose(current)
             self.check()
@@ -231,7 +272,7 @@ class Lease:
             return
         self._released = True
         try:
-            current = Holder.from_bytes(self.store.read(self.url))
+            current = read_holder(self.store, self.url)
             if current is not None and current.token == self.holder.token:
                 self.store.remove(self.url)
         except RecastError as exc:
@@ -241,7 +282,7 @@ class Lease:
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.config.heartbeat_seconds) and self._lost is None:
             try:
-                current = Holder.from_bytes(self.store.read(self.url))
+                current = read_holder(self.store, self.url)
                 if current is None or current.token != self.holder.token:
                     self._lose(current)
                     return
@@ -288,7 +329,12 @@ def acquire_lease(
     url = lease_url(work_url)
     me = Holder.new(job_id, config.expiry_seconds, env)
     for _ in range(ACQUIRE_ATTEMPTS):
-        current_bytes = store.read(url)
+        try:
+            current_bytes = store.read(url)
+        except InputRefused as exc:
+            current_bytes, unreadable = b"", f" ({exc.reason})"
+        else:
+            unreadable = ""
         if current_bytes is None:
             if store.create(url, me.to_bytes()):
                 logger.info("work area %s: lease taken", work_url)
@@ -304,7 +350,7 @@ def acquire_lease(
         if current is None:
             raise LeaseHeld(
                 work_url,
-                f"{url} is not a readable lease; if no driver is running on this work area, "
+                f"{url} is not a readable lease{unreadable}; if no driver is running on this work area, "
                 "resubmit with --force-takeover",
             )
         if not current.expired(now):
@@ -324,14 +370,14 @@ def _take_over(work_url: str, store: LeaseStore, stale: Holder, me: Holder) -> b
         marker = storage.join(work_url, f"lease.takeover-{stale.token}-{number}.json")
         if store.create(marker, me.to_bytes()):
             try:
-                if Holder.from_bytes(store.read(url)) != stale:
+                if read_holder(store, url) != stale:
                     return False  # released, or replaced by a taker that finished before us
                 store.replace(url, me.to_bytes())
                 return True
             finally:
                 for n in range(1, number + 1):
                     store.remove(storage.join(work_url, f"lease.takeover-{stale.token}-{n}.json"))
-        taker = Holder.from_bytes(store.read(marker))
+        taker = read_holder(store, marker)
         if taker is None:
             return False  # that taker finished and removed its marker: the lease is its now
         now = time.time()

@@ -23,6 +23,7 @@ import uuid
 
 from pipeline import storage
 from pipeline.errors import StorageError
+from pipeline.limits import LEASE_MAX_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +44,12 @@ class LeaseStore:
         self.settle_seconds = settle_seconds
 
     def read(self, url: str) -> bytes | None:
-        """The object's bytes, None when there is none (a fresh GET, never a cached listing)."""
+        """The object's bytes, None when there is none (a fresh GET, never a cached listing).
+
+        At most :data:`~pipeline.limits.LEASE_MAX_BYTES` are read: a larger object raises
+        InputRefused ("larger than 64 KiB"); :mod:`cluster.lease` treats it as a corrupt lease."""
         try:
-            return storage.read_bytes(url)
+            return storage.read_bytes(url, max_bytes=LEASE_MAX_BYTES)
         except StorageError as exc:
             if exc.reason == "not found":
                 return None

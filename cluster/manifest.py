@@ -40,8 +40,9 @@ from cluster.fingerprints import output_fingerprint
 from cluster.manifest_sign import MAC_FIELD, sign, signed_by
 from cluster.segment_record import RenderRecord, SegmentHome
 from pipeline import jsonload, storage
-from pipeline.errors import StorageError
+from pipeline.errors import InputRefused, StorageError
 from pipeline.faces.types import Face, FaceTask
+from pipeline.limits import ANALYSIS_MAX_BYTES, WORK_RECORD_MAX_BYTES
 
 __all__ = [
     "MANIFEST_DIR",
@@ -159,8 +160,14 @@ class JobManifest:
         return url[len(self.root) + 1 :]
 
     def _read_json(self, url: str) -> dict[str, Any] | None:
+        """The record at ``url``; None (treated as absent, its work redone) when there is none, or it is
+        unreadable, not JSON, larger than :data:`~pipeline.limits.WORK_RECORD_MAX_BYTES` (only that
+        much is read; a warning is kept for the summary), of another version or not trusted."""
         try:
-            data = jsonload.loads(storage.read_bytes(url))
+            data = jsonload.loads(storage.read_bytes(url, max_bytes=WORK_RECORD_MAX_BYTES))
+        except InputRefused as exc:
+            self.set_aside(f"manifest record {self._name(url)} is {exc.reason}; treated as missing")
+            return None
         except StorageError as exc:
             if exc.reason != "not found":
                 logger.warning("manifest record %s unreadable (%s); treated as missing", url, exc.reason)
@@ -236,7 +243,8 @@ class JobManifest:
         if record is None or record.get("key") != key:
             return None
         try:
-            data = storage.read_bytes(self._url(shot, self._chunk_name("analysis", index, "npz")))
+            url = self._url(shot, self._chunk_name("analysis", index, "npz"))
+            data = storage.read_bytes(url, max_bytes=ANALYSIS_MAX_BYTES)
         except StorageError:
             return None
         if hashlib.sha256(data).hexdigest() != record.get("sha256"):

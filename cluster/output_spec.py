@@ -10,7 +10,7 @@ from pydantic import field_validator, model_validator
 from cluster.shot_spec import check_media_url
 from pipeline.colour import OutputColour
 from pipeline.configbase import Frozen
-from pipeline.encode import EncodeSettings
+from pipeline.encode import EncodeSettings, check_preset, check_quality
 from pipeline.plates.sequence import is_sequence_url
 
 
@@ -51,6 +51,16 @@ class OutputSpec(Frozen):
     None: beside the output, named ``<output>_<pass>``."""
     colour: OutputColour | None = None
     """Video outputs: colour tags to write instead of each source's (see :mod:`pipeline.colour`)."""
+
+    @field_validator("quality")
+    @classmethod
+    def _quality(cls, value: int | None) -> int | None:
+        return None if value is None else check_quality(value)  # here, not when the first segment is encoded
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, value: str | None) -> str | None:
+        return None if value is None else check_preset(value)
 
     @field_validator("pass_url")
     @classmethod

@@ -63,7 +63,11 @@ def check_provenance(spec: JobSpec, shots: list[ShotRef], work_url: str) -> Auth
     refuses, SpecError for a field a cluster policy forbids, outputs that
     cannot be signed or a signer that cannot be built.
     """
-    auth = authorise(spec, shots, [s.output_url for s in shots] + [work_url])
+    from cluster.destinations import written_urls
+
+    # Everything the job writes (outputs, passes, work area; the audit folder is added there) is
+    # authorised by one function, policy.check_url_allowed.
+    auth = authorise(spec, shots, [url for url, _ in written_urls(spec, shots, work_url)])
     prov = spec.provenance
     if prov is not None and prov.signer is not None:
         from pipeline.provenance.credentials import make_signer

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from cluster.fingerprints import output_fingerprint
 from cluster.publish import Published
 from pipeline.errors import RecastError
-from pipeline.plates.sequence import SequencePattern, frame_runs, list_frames, parse_sequence_url
+from pipeline.plates.sequence import SequencePattern, frames_are, list_frames, parse_sequence_url
 from pipeline.probe import VideoInfo
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def _complete(
     found = {f.number: f.size for f in list_frames(parse_sequence_url(url))}
     bad = [n for n in numbers if found.get(n) != frames[n][1]]
     if bad:
-        raise RecastError(f"{url}: frames {frame_runs(bad)} are missing or not the size written")
+        raise RecastError(f"{url}: {frames_are(bad, 'missing or not the size written')}")
     listing = "".join(f"{n} {frames[n][0]}\n" for n in numbers)
     stats = MergeStats(
         frames=len(numbers), bytes=sum(frames[n][1] for n in numbers), seconds=time.perf_counter() - started

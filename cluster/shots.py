@@ -114,10 +114,15 @@ def expand_shots(spec: JobSpec) -> list[ShotRef]:
         if problem:
             raise SpecError(field, f"{ref.output_url}: {problem}")
         refs.append(ref)
-    output_counts = Counter(r.output_url for r in refs)
-    clashes = sorted(o for o, count in output_counts.items() if count > 1)
-    if clashes:
-        raise SpecError("output.url", f"several shots would write {clashes[0]}")
+    first: dict[str, ShotRef] = {}
+    for ref in refs:
+        earlier = first.setdefault(ref.output_url, ref)
+        if earlier is not ref:
+            raise SpecError(
+                ref.output_field,
+                f"the outputs of shots {earlier.name} and {ref.name} are the same file {ref.output_url}; "
+                "give each a place of its own",
+            )
     return refs
 
 

@@ -189,7 +189,8 @@ class JobSpec(Frozen):
     tracking: TrackingConfig = TrackingConfig()
     models: ModelsSpec = ModelsSpec()
     output: OutputSpec
-    chunking: ChunkingSpec = ChunkingSpec()
+    chunking: ChunkingSpec = Field(default_factory=ChunkingSpec)
+    """Built per spec, not at import: its floor comes from the cluster's ``RECAST_MIN_CHUNK_SECONDS``."""
     resources: ResourcesSpec = ResourcesSpec()
     resume: ResumeSpec = ResumeSpec()
     provenance: ProvenanceSpec | None = None
@@ -267,7 +268,8 @@ def dotted(loc: tuple[int | str, ...]) -> str:
 
 
 def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
-    """Validate a mapping (parsed YAML) into a JobSpec; relative paths resolve against ``base_dir``."""
+    """Validate a mapping (parsed YAML) into a JobSpec; every URL field is made canonical first
+    (:mod:`cluster.spec_paths`): relative paths resolve against ``base_dir``, else the current folder."""
     if not isinstance(data, Mapping):
         raise SpecError("spec", f"must be a mapping of fields, got {type(data).__name__}")
     if (credentials := find_url_credentials(data)) is not None:
@@ -278,10 +280,9 @@ def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
             f"{redact_text(credentials[1])}: credentials do not belong in a URL; they come from "
             "the environment (AWS_* variables, an instance role or service account)",
         )
-    if base_dir is not None:
-        from cluster.spec_paths import resolve_paths
+    from cluster.spec_paths import canonical_paths
 
-        data = resolve_paths(dict(data), base_dir)
+    data = canonical_paths(dict(data), base_dir)  # every URL in one spelling, before any check reads it
     try:
         return JobSpec.model_validate(data)
     except ValidationError as exc:
@@ -311,11 +312,8 @@ def load_spec(path_or_url: str) -> JobSpec:
         data = yamlload.load(raw)
     except yamlload.ImpossibleDateError as exc:
         raise SpecError(dotted(exc.loc), f"{exc} in {path_or_url}") from None
-    except yamlload.LoadError as exc:  # line, column and problem: never the line's text (it may hold a secret)
+    except yamlload.LoadError as exc:  # line, column, problem: never the line's text (a secret?)
         raise SpecError("spec", f"{path_or_url} is not valid YAML: {exc}") from None
-    base_dir = (
-        os.path.dirname(os.path.abspath(storage.local_path(path_or_url)))
-        if storage.is_local(path_or_url)
-        else None
-    )
-    return parse_spec(data, base_dir=base_dir)
+    from cluster.spec_paths import spec_folder
+
+    return parse_spec(data, base_dir=spec_folder(path_or_url))

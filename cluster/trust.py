@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -104,7 +105,7 @@ def authorise(
     Raises PolicyError naming the identity, picture or URL, SpecError naming the
     spec field a cluster policy forbids.
     """
-    from pipeline.provenance.policy import authorise_job, check_pictures, load_policy
+    from pipeline.provenance.policy import authorise_job, check_pictures, check_url_allowed, load_policy
 
     cluster_url, cluster_timestamp = cluster_settings(env)
     prov = spec.provenance
@@ -133,14 +134,18 @@ def authorise(
     outputs = list(output_urls)
     if audited:
         outputs.append(storage.join(output_prefix_for(spec), "audit"))
+    reads = input_urls(spec, shots)
     refs = authorise_job(
         policy,
         project=prov.project if prov is not None else None,
         identity_names=spec.identities,
-        input_urls=input_urls(spec, shots),
+        input_urls=reads,
         output_urls=outputs,
         today=dt.datetime.now(dt.UTC).date(),
     )
+    # The pack's folder is allowed: now its manifest and model files, each after its links.
+    for url in pack_files(spec.models.pack):
+        check_url_allowed(policy, url, "input")
     hashes = picture_hashes(spec, policy)
     for name, pictures in hashes.items():
         check_pictures(policy, name, pictures)
@@ -157,8 +162,20 @@ def authorise(
 
 
 def input_urls(spec: JobSpec, shots: list[ShotRef]) -> list[str]:
-    """Every URL the job reads: shots, identity pictures and adapters, the model pack, the signer's key and chain."""
-    urls = [s.url for s in shots]
+    """Every URL the job reads, each as the file actually opened: shots (and every frame of a
+    local sequence, whose links the policy follows), identity pictures and adapters, OCIO
+    configs, the model pack's folder, the signer's key and chain.  The pack's manifest and
+    model files are added by :func:`pack_files` once its folder is allowed."""
+    from pipeline.plates.sequence import list_frames, parse_sequence_url
+
+    urls = []
+    for s in shots:
+        urls.append(s.url)
+        if s.is_sequence and storage.is_local(s.url):
+            urls.extend(frame.url for frame in list_frames(parse_sequence_url(s.url)))
+        colour = s.settings.colour if s.settings is not None else spec.colour
+        urls.append(colour.config)
+    urls.append(spec.colour.config)
     for ident in spec.identities.values():
         urls.extend(ident.images)
         if ident.adapter is not None:
@@ -168,7 +185,45 @@ def input_urls(spec: JobSpec, shots: list[ShotRef]) -> list[str]:
     signer = spec.provenance.signer if spec.provenance is not None else None
     if signer is not None:
         urls.extend([signer.certificate_chain_url, signer.private_key_url])
-    return urls
+    return list(dict.fromkeys(u for u in urls if not u.startswith("ocio://")))
+
+
+def pack_files(pack_url: str) -> list[str]:
+    """The model pack's ``manifest.json`` and every model file it names (none for ``builtin:``)."""
+    if pack_url.startswith("builtin:"):
+        return []
+    from pipeline.limits import MANIFEST_MAX_BYTES
+    from pipeline.models.pack import MANIFEST, parse_manifest
+
+    manifest_url = storage.join(pack_url, MANIFEST)
+    manifest = parse_manifest(storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES), manifest_url)
+    return [manifest_url, *(storage.join(pack_url, e.file) for e in manifest.models if e.file is not None)]
+
+
+def check_patterns(spec: JobSpec, env: Mapping[str, str] | None = None) -> None:
+    """Refuse a shot ``pattern`` whose folder the studio policy does not let the job read, before
+    it is listed: a refusal after listing would name files the job may not see."""
+    from pipeline.provenance.policy import check_url_allowed, load_policy
+
+    patterns = [(i, s.pattern) for i, s in enumerate(spec.shots) if s.pattern is not None]
+    policy_url = job_policy_url(spec, env)
+    if not patterns or policy_url is None:
+        return
+    policy = load_policy(policy_url)
+    for i, pattern in patterns:
+        fixed = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+        folder = fixed.rsplit("/", 1)[0] if "/" in fixed else "."
+        try:
+            check_url_allowed(policy, folder, "input")
+        except RecastError as exc:
+            raise SpecError(f"shots[{i}].pattern", f"refused by the studio policy: {exc}") from None
+
+
+def job_policy_url(spec: JobSpec, env: Mapping[str, str] | None = None) -> str | None:
+    """The policy the job runs under: the cluster's (``RECAST_POLICY_URL``), else the spec's."""
+    cluster_url, _ = cluster_settings(env)
+    prov = spec.provenance
+    return cluster_url or (prov.policy_url if prov is not None else None)
 
 
 def picture_hashes(spec: JobSpec, policy: Policy) -> dict[str, dict[str, str]]:

@@ -115,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level)
     from pipeline import storage
     from pipeline.errors import RecastError
+    from pipeline.limits import ONNX_MAX_BYTES
 
     try:
         if args.pack:
@@ -126,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.out:
             parser.error("--model needs --out")
         out, slots, report = prepare_bytes(
-            storage.read_bytes(args.model), args.model, args.rank, args.pattern
+            storage.read_bytes(args.model, max_bytes=ONNX_MAX_BYTES), args.model, args.rank, args.pattern
         )
         storage.write_bytes(args.out, out)  # only a model that passed the check is written
         print(f"outputs with no adapter match the original: {report.describe()}", file=sys.stderr)

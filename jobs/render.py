@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
+    if args.summary_json and os.path.isdir(args.summary_json):  # found now, not after the render
+        print(f"recast: --summary-json {args.summary_json} is a directory, not a file", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from pipeline.provenance.redact import install_log_redaction, redact, redact_process_output, redact_text
 
     # Credentials passed by mistake (signed URLs, keys in a spec) never reach the logs, nor the

@@ -33,8 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from jobs.cli import url_credentials_refused
     from pipeline import storage
     from pipeline.errors import RecastError
-    from pipeline.limits import PEM_MAX_BYTES
-    from pipeline.provenance.credentials import verify_video
+    from pipeline.provenance.credentials import read_pem, verify_video
     from pipeline.provenance.redact import redact_process_output, redact_text
 
     redact_process_output()  # a URL given with a password (s3://user:pw@bucket/x.mp4) is never printed
@@ -43,9 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         anchors = (
-            storage.read_bytes(args.trust_anchors, max_bytes=PEM_MAX_BYTES).decode()
-            if args.trust_anchors
-            else None
+            read_pem(args.trust_anchors, "--trust-anchors", "CERTIFICATE") if args.trust_anchors else None
         )
         with storage.fetched(args.video, suffix=PurePosixPath(args.video).suffix) as local:
             result = verify_video(local, anchors)

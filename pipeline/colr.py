@@ -33,12 +33,35 @@ def read_colr(path: str) -> Colr | None:
 
 
 def read_colr_from(fh: IO[bytes]) -> Colr | None:
-    """:func:`read_colr` of an open, seekable MOV/MP4 file (local or an object-store reader)."""
+    """:func:`read_colr` of an open, seekable MOV/MP4 file (local or an object-store reader).
+
+    Boxes are walked by their headers; only ``hdlr`` and ``stsd`` payloads are read, each at most
+    :data:`BOX_READ_MAX_BYTES`, so a ``moov`` that claims gigabytes is never read whole."""
     for kind, start, size in _boxes(fh, 0, None):
         if kind == b"moov":
-            fh.seek(start)
-            return _in_moov(fh.read(size))
+            return _in_moov(fh, (start, start + size))
     return None
+
+
+BOX_READ_MAX_BYTES = 1 << 20
+"""An ``hdlr`` or ``stsd`` payload read to find the ``colr`` box (a few hundred bytes in practice)."""
+
+Span = tuple[int, int]
+
+
+def _child(fh: IO[bytes], span: Span, *path: bytes) -> Span | None:
+    """The payload span of the box at ``path`` (first of each type) inside ``span``."""
+    for kind in path:
+        found = next(((s, s + n) for k, s, n in _boxes(fh, *span) if k == kind), None)
+        if found is None:
+            return None
+        span = found
+    return span
+
+
+def _payload(fh: IO[bytes], span: Span) -> bytes:
+    fh.seek(span[0])
+    return fh.read(min(span[1] - span[0], BOX_READ_MAX_BYTES))
 
 
 def _boxes(fh: IO[bytes], offset: int, end: int | None) -> list[tuple[bytes, int, int]]:
@@ -74,16 +97,16 @@ def _children(data: bytes, offset: int = 0) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def _in_moov(moov: bytes) -> Colr | None:
-    for kind, trak in _children(moov):
+def _in_moov(fh: IO[bytes], moov: Span) -> Colr | None:
+    for kind, start, size in _boxes(fh, *moov):
         if kind != b"trak":
             continue
-        mdia = dict(_children(trak)).get(b"mdia", b"")
-        hdlr = dict(_children(mdia)).get(b"hdlr", b"")
-        if hdlr[8:12] != b"vide":
+        mdia = _child(fh, (start, start + size), b"mdia")
+        hdlr = _child(fh, mdia, b"hdlr") if mdia is not None else None
+        if mdia is None or hdlr is None or _payload(fh, hdlr)[8:12] != b"vide":
             continue
-        stbl = dict(_children(dict(_children(dict(_children(mdia)).get(b"minf", b""))).get(b"stbl", b"")))
-        stsd = stbl.get(b"stsd", b"")
+        stsd_span = _child(fh, mdia, b"minf", b"stbl", b"stsd")
+        stsd = _payload(fh, stsd_span) if stsd_span is not None else b""
         for _, entry in _children(stsd, 8):  # after version/flags and the entry count
             for box, body in _children(entry, _VISUAL_ENTRY_HEADER - 8):
                 if box == b"colr" and body[:4] in (b"nclc", b"nclx") and len(body) >= 10:

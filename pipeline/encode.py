@@ -89,16 +89,26 @@ class EncodeSettings(Frozen):
     @field_validator("quality")
     @classmethod
     def _quality(cls, value: int) -> int:
-        if not 0 <= value <= 51:
-            raise ValueError(f"quality {value} outside 0-51")
-        return value
+        return check_quality(value)
 
     @field_validator("preset")
     @classmethod
     def _preset(cls, value: str) -> str:
-        if value not in X26X_PRESETS:
-            raise ValueError(f"preset {value!r} not one of {', '.join(X26X_PRESETS)}")
-        return value
+        return check_preset(value)
+
+
+def check_quality(value: int) -> int:
+    """``value`` when it is a quality the encoders take (0-51); ValueError saying why not."""
+    if not 0 <= value <= 51:
+        raise ValueError(f"quality {value} outside 0-51")
+    return value
+
+
+def check_preset(value: str) -> str:
+    """``value`` when it is an x264/x265 preset name; ValueError naming the presets."""
+    if value not in X26X_PRESETS:
+        raise ValueError(f"preset {value!r} not one of {', '.join(X26X_PRESETS)}")
+    return value
 
 
 @dataclass(frozen=True)

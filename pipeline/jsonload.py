@@ -52,7 +52,12 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
-    """``json.loads`` within the depth bound, refusing duplicate keys; JsonError / JSONDecodeError / UnicodeDecodeError."""
-    text = data.decode(json.detect_encoding(data), "surrogatepass") if isinstance(data, bytes | bytearray) else data
+    """``json.loads`` within the depth bound, refusing duplicate keys.
+
+    Raises JsonError, ``json.JSONDecodeError`` or ``UnicodeDecodeError``: all ``ValueError``.
+    """
+    if isinstance(data, bytes | bytearray):
+        data = data.decode(json.detect_encoding(data), "surrogatepass")
+    text = data
     check_depth(text, max_depth=max_depth)
     return json.loads(text, object_pairs_hook=_unique)

@@ -1,7 +1,9 @@
 """Bounds on what a job reads, so that no input can make a read, a decode or a plan unbounded.
 
 Fixed caps (no spec can raise them): a job spec and a studio policy are at most
-:data:`SPEC_MAX_BYTES`, a model pack manifest at most :data:`MANIFEST_MAX_BYTES`.
+:data:`SPEC_MAX_BYTES`, a model pack manifest at most :data:`MANIFEST_MAX_BYTES`; files Recast
+wrote itself are read within caps too (:data:`LEASE_MAX_BYTES`, :data:`WORK_RECORD_MAX_BYTES`,
+:data:`ANALYSIS_MAX_BYTES`), as are consent reference embeddings (:data:`EMBEDDING_MAX_BYTES`).
 
 Caps a job may change in its ``limits:`` block (:class:`InputLimits`, validated;
 each has a ceiling of its own): source frame size, identity picture size, shots
@@ -19,6 +21,7 @@ import os
 from pydantic import Field
 
 from pipeline.configbase import Frozen
+from pipeline.errors import SpecError
 
 MIB = 1 << 20
 SPEC_MAX_BYTES = MIB
@@ -31,6 +34,18 @@ ONNX_MAX_BYTES = 2 << 30
 """An ONNX model read whole into memory (protobuf's own 2 GiB ceiling)."""
 PEM_MAX_BYTES = MIB
 """A key, a certificate chain or a trust-anchor file."""
+EMBEDDING_MAX_BYTES = 4 * MIB
+"""A consent reference embedding ``.npy`` named by the studio policy (thousands of 512-float rows)."""
+LEASE_MAX_BYTES = 64 << 10
+"""A work area's ``lease.json`` (a few hundred bytes as Recast writes it); a larger one is read as a
+corrupt lease: the driver refuses (exit 2, naming the file) unless ``--force-takeover``."""
+WORK_RECORD_MAX_BYTES = 256 * MIB
+"""A JSON record Recast wrote in a work area or an audit folder.  The largest, ``manifest/job.json``,
+holds about 100 bytes per shot, so a job of a million shots fits.  A larger manifest record is treated
+as absent (with a warning: its work is redone); a larger audit record is an invalid one."""
+ANALYSIS_MAX_BYTES = 1 << 30
+"""A chunk's analysis ``.npz`` in the manifest (the faces of at most 30 s of frames); a larger one is
+treated as absent and the chunk analysed again."""
 
 CHUNK_MIN_SECONDS, CHUNK_MAX_SECONDS = 10.0, 30.0
 MIN_CHUNK_ENV = "RECAST_MIN_CHUNK_SECONDS"
@@ -66,7 +81,10 @@ class InputLimits(Frozen):
 
 
 def min_chunk_seconds() -> float:
-    """The floor of ``chunking.min_seconds``: 10 s, or ``$RECAST_MIN_CHUNK_SECONDS`` (1-10) when set."""
+    """The floor of ``chunking.min_seconds``: 10 s, or ``$RECAST_MIN_CHUNK_SECONDS`` (1-10) when set.
+
+    Read when a spec is parsed, never at import.  A bad value raises SpecError naming the variable
+    (not ValueError: pydantic passes it through the validator that asks, so it is not blamed on a field)."""
     raw = os.environ.get(MIN_CHUNK_ENV, "")
     if not raw:
         return CHUNK_MIN_SECONDS
@@ -75,5 +93,8 @@ def min_chunk_seconds() -> float:
     except ValueError:
         value = float("nan")
     if not 1.0 <= value <= CHUNK_MIN_SECONDS:  # also refuses nan
-        raise ValueError(f"${MIN_CHUNK_ENV} must be a number of seconds from 1 to 10, got {raw!r}")
+        raise SpecError(
+            MIN_CHUNK_ENV,
+            f"the cluster's environment variable must be a number of seconds from 1 to 10, got {raw!r}",
+        )
     return value

@@ -28,6 +28,15 @@ from typing import IO
 import fsspec
 from fsspec.core import url_to_fs
 
+from pipeline import urls
+from pipeline.atomic import (  # noqa: F401 - part of this module's interface
+    ALREADY_EXISTS,
+    TEMPORARY_EXTRA,
+    TEMPORARY_MARK,
+    create_atomically,
+    replace_atomically,
+    temporary_of,
+)
 from pipeline.errors import InputRefused, StorageError
 
 READ_BLOCK_BYTES = 16 * 1024 * 1024
@@ -36,17 +45,24 @@ READ_BLOCK_BYTES = 16 * 1024 * 1024
 
 
 def is_local(url: str) -> bool:
-    """True for plain paths and ``file://`` URLs."""
-    return "://" not in url or url.startswith("file://")
+    """True for every spelling fsspec maps to the local disk (:func:`pipeline.urls.is_local`)."""
+    return urls.is_local(url)
 
 
 def local_path(url: str) -> str:
-    """The filesystem path of a local URL."""
-    return url.removeprefix("file://")
+    """The filesystem path of a local URL (``file://``, ``local://``, ``file:`` stripped as fsspec does)."""
+    return urls.local_path(url)
 
 
 def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The fsspec filesystem for ``url`` and the path inside it."""
+    """The fsspec filesystem for ``url`` and the path inside it; chained URLs and stores other
+    than :data:`pipeline.urls.REMOTE_SCHEMES` are refused (StorageError naming ``url``)."""
+    reason = urls.problem(url)
+    if reason is not None:
+        raise InputRefused(url, reason)
+    found = urls.scheme(url)
+    if found is not None and found not in urls.LOCAL_SCHEMES:
+        url = urls.REMOTE_SCHEMES[found] + url[len(found) :]
     try:
         return url_to_fs(url)
     except (ImportError, ValueError) as exc:
@@ -211,87 +227,15 @@ def listdir(url: str) -> list[str]:
     def remote(fs: fsspec.AbstractFileSystem, path: str) -> list[str]:
         if not fs.exists(path):
             return []
-        protocol = url.split("://", 1)[0]
-        return sorted(f"{protocol}://{p}" for p in fs.ls(path, detail=False))
+        return sorted(
+            f"{urls.REMOTE_SCHEMES[urls.scheme(url) or '']}://{p}" for p in fs.ls(path, detail=False)
+        )
 
     return _on(url, local, remote)
 
 
-def _fsync(path: str, *, directory: bool = False) -> None:
-    """Flush ``path`` (a file, or a folder's entries) to disk: a rename is only as durable as this."""
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: str) -> None:
-    # Some filesystems (and platforms) cannot fsync a folder: the file itself is already on disk.
-    with contextlib.suppress(OSError):
-        _fsync(path, directory=True)
-
-
-ALREADY_EXISTS = "already exists; left untouched (not overwritten)"
-"""The reason of the StorageError a create-if-absent publish raises when the destination exists."""
-
-
-def _temporary_beside(dest: str) -> str:
-    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
-    head, tail = os.path.split(dest)
-    return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
-
-
-def _replace_atomically(dest: str, write: Callable[[str], object]) -> None:
-    """``write`` a hidden temporary file beside ``dest``, fsync it, rename it over ``dest``, fsync the folder."""
-    tmp = _temporary_beside(dest)
-    try:
-        write(tmp)
-        _fsync(tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-        raise
-    _fsync_dir(os.path.dirname(os.path.abspath(dest)))
-
-
-def _create_atomically(dest: str, write: Callable[[str], object]) -> None:
-    """Like :func:`_replace_atomically`, but ``dest`` must not exist: it is never overwritten.
-
-    The complete temporary file is hard-linked to ``dest`` (``link`` fails when
-    ``dest`` exists, atomically); on a filesystem without hard links an
-    exclusively created ``dest`` is renamed over instead (a reader may then see
-    it empty for a moment, never partly written).
-    """
-    tmp = _temporary_beside(dest)
-    try:
-        write(tmp)
-        _fsync(tmp)
-        try:
-            os.link(tmp, dest)
-        except FileExistsError:
-            raise StorageError(dest, ALREADY_EXISTS) from None
-        except OSError as exc:
-            if exc.errno not in _NO_HARD_LINKS:
-                raise
-            try:
-                os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            except FileExistsError:
-                raise StorageError(dest, ALREADY_EXISTS) from None
-            os.replace(tmp, dest)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-    _fsync_dir(os.path.dirname(os.path.abspath(dest)))
-
-
-_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
-"""``link`` errors meaning "this filesystem has no hard links here" (FAT, some network mounts)."""
-
-
 def _write_local(dest: str, write: Callable[[str], object], overwrite: bool) -> None:
-    (_replace_atomically if overwrite else _create_atomically)(dest, write)
+    (replace_atomically if overwrite else create_atomically)(dest, write)
 
 
 def _create_remote(fs: fsspec.AbstractFileSystem, path: str, url: str, put: Callable[[], object]) -> None:

@@ -4,7 +4,10 @@ A picture is refused (:class:`~pipeline.errors.InputRefused`, naming its URL) wh
 file is larger than ``limits.max_image_bytes``, when it is not a regular file, or when
 its header declares more than ``limits.max_image_pixels`` pixels: that is found before
 any pixel is decoded (Pillow reads only the header), so a small file claiming a huge
-image never reaches the decoder.  A file that is not an image is a StorageError.
+image never reaches the decoder.  Only formats whose size Pillow reads from the header
+and whose signature OpenCV recognises as the same format are decoded (:data:`SIZED_FORMATS`):
+any other picture (a Radiance ``.hdr``, an OpenEXR, a PFM...) would be sized only by
+decoding it, so it is refused unread.  A file that is not an image is a StorageError.
 Decoding is OpenCV's (``cv2.imdecode``), as it always was, so pixels are unchanged.
 """
 
@@ -21,6 +24,9 @@ from pipeline.errors import InputRefused, StorageError
 from pipeline.limits import InputLimits
 
 NOT_AN_IMAGE = "not a readable image (JPEG, PNG, TIFF, WebP ...)"
+SIZED_FORMATS = frozenset({"JPEG", "MPO", "PNG", "TIFF", "WEBP", "BMP", "PPM"})
+"""Pillow's names of the formats decoded: each starts with a signature that OpenCV reads as the same
+format, so the size Pillow read from the header is the size OpenCV decodes."""
 
 
 def header_size(data: bytes) -> tuple[int, int] | None:
@@ -28,16 +34,22 @@ def header_size(data: bytes) -> tuple[int, int] | None:
 
     Raises ``PIL.Image.DecompressionBombError`` above Pillow's own ceiling (about 179 MP),
     which is above the highest ``limits.max_image_pixels`` allowed."""
+    found = _header(data)
+    return None if found is None else found[1]
+
+
+def _header(data: bytes) -> tuple[str, tuple[int, int]] | None:
+    """(Pillow's format name, (width, height)) from the header; None if Pillow cannot tell."""
     from PIL import Image
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
-                return int(image.width), int(image.height)
+                return str(image.format), (int(image.width), int(image.height))
     except Image.DecompressionBombError:
         raise
-    except Exception:  # noqa: BLE001 - any format Pillow cannot parse: OpenCV may still decode it
+    except Exception:  # noqa: BLE001 - any format Pillow cannot parse
         return None
 
 
@@ -58,17 +70,25 @@ def decode_picture(url: str, data: bytes, limits: InputLimits | None = None) -> 
     from PIL import Image
 
     try:
-        declared = header_size(data)
+        declared = _header(data)
     except Image.DecompressionBombError as exc:
         raise InputRefused(
             url, f"{exc}; more than limits.max_image_pixels {limits.max_image_pixels:,}"
         ) from None
-    if declared is not None:
-        _too_many(url, *declared, limits)
+    if declared is None:
+        raise InputRefused(
+            url, f"{NOT_AN_IMAGE}: its size cannot be read from its header, so it is not decoded"
+        )
+    if declared[0] not in SIZED_FORMATS:
+        raise InputRefused(
+            url,
+            f"a {declared[0]} picture is not decoded: identity pictures are JPEG, PNG, TIFF, WebP, BMP or PPM",
+        )
+    _too_many(url, *declared[1], limits)
     image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
     if image is None:
         raise StorageError(url, NOT_AN_IMAGE)
-    _too_many(url, int(image.shape[1]), int(image.shape[0]), limits)  # formats Pillow cannot size
+    _too_many(url, int(image.shape[1]), int(image.shape[0]), limits)  # a decoder that disagreed
     return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
 
 

@@ -24,6 +24,7 @@ import onnxruntime as ort
 
 from pipeline import storage
 from pipeline.errors import InputRefused, ModelPackError
+from pipeline.hashing import sha256_file
 from pipeline.lora.prepare import LoraSlots
 
 log = logging.getLogger(__name__)
@@ -87,8 +88,7 @@ def write_adapter(
     with tempfile.TemporaryDirectory(prefix="recast-adapter-") as tmp:
         path = os.path.join(tmp, "adapter" + ADAPTER_SUFFIX)
         fmt.export_adapter(path)
-        with open(path, "rb") as fh:
-            digest = hashlib.sha256(fh.read()).hexdigest()
+        digest = sha256_file(path)
         storage.publish_file(path, url)
     log.info("wrote adapter %s (%d tensors, sha256 %s)", url, len(arrays), digest[:12])
     return digest
@@ -142,8 +142,7 @@ def load_adapter(
     adapter = ort.LoraAdapter()
     adapter.Load(path)
     if sha256 is None:
-        with open(path, "rb") as fh:
-            sha256 = hashlib.sha256(fh.read()).hexdigest()
+        sha256 = sha256_file(path)
     return LoadedAdapter(url=where, sha256=sha256, nbytes=os.path.getsize(path), path=path, adapter=adapter)
 
 

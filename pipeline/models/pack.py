@@ -190,9 +190,9 @@ def _cache_is_intact(folder: str, manifest: PackManifest, verified: VerifiedFile
     """A renamed cache folder is complete by construction; guard against later tampering:
     sizes as recorded, and every file's sha256 as the manifest says (memoised in ``verified``)."""
     try:
-        with open(os.path.join(folder, _RECORD)) as fh:
-            sizes: dict[str, int] = jsonload.loads(fh.read())["sizes"]
-    except (OSError, ValueError, KeyError):
+        record = storage.read_bytes(os.path.join(folder, _RECORD), max_bytes=MANIFEST_MAX_BYTES)
+        sizes: dict[str, int] = jsonload.loads(record)["sizes"]
+    except (StorageError, ValueError, KeyError, TypeError):
         return False
     for entry in manifest.models:
         if entry.file is None:
@@ -285,16 +285,15 @@ def _load_builtin(cache: str, verified: VerifiedFiles) -> ModelPack:
         os.makedirs(tmp)
         try:
             build_default_pack(tmp)
-            with open(os.path.join(tmp, MANIFEST), "rb") as fh:
-                manifest = parse_manifest(fh.read(), os.path.join(tmp, MANIFEST))
+            built = os.path.join(tmp, MANIFEST)
+            manifest = parse_manifest(storage.read_bytes(built, max_bytes=MANIFEST_MAX_BYTES), built)
             _write_record(tmp, manifest, BUILTIN_DEFAULT)
             _publish_folder(tmp, final)
         finally:
             if os.path.isdir(tmp):
                 shutil.rmtree(tmp, ignore_errors=True)
         log.info("embedded default pack built in %s", final)
-    with open(manifest_path, "rb") as fh:
-        data = fh.read()
+    data = storage.read_bytes(manifest_path, max_bytes=MANIFEST_MAX_BYTES)
     manifest = parse_manifest(data, manifest_path)
     for entry in manifest.models:
         if entry.file is not None and entry.sha256 is not None:

@@ -128,7 +128,9 @@ def _sparse_copy(fs: fsspec.AbstractFileSystem, path: str, size: int, dest: str)
     """``dest``: a file of ``size`` bytes holding the head and tail of ``path``, holes between."""
     with open(dest, "wb") as fh:
         if size <= HEAD_BYTES + TAIL_BYTES:
-            fh.write(fs.cat_file(path))
+            fh.write(
+                fs.cat_file(path, start=0, end=size)
+            )  # the listed size: a grown object is not read whole
             return
         fh.write(fs.cat_file(path, start=0, end=HEAD_BYTES))
         fh.seek(size - TAIL_BYTES)

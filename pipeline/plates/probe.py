@@ -21,7 +21,14 @@ from pipeline.errors import MediaError
 from pipeline.limits import InputLimits
 from pipeline.plates.colour import resolve_colour
 from pipeline.plates.imagefile import FrameHeader, Inspection, inspect_local, inspect_remote
-from pipeline.plates.sequence import FrameFile, frames_are, list_frames, parse_sequence_url
+from pipeline.plates.sequence import (
+    FrameFile,
+    frames_are,
+    gaps_in,
+    list_frames,
+    parse_sequence_url,
+    runs_are,
+)
 from pipeline.plates.types import ColourRequest, SequenceInfo, pixel_dtype
 from pipeline.probe import VideoInfo
 
@@ -58,9 +65,9 @@ def probe_sequence(
         )
     numbers = [f.number for f in frames]
     problems: list[str] = []
-    missing = sorted(set(range(numbers[0], numbers[-1] + 1)) - set(numbers))
+    missing = gaps_in(numbers)
     if missing:
-        problems.append(frames_are(missing, "missing"))
+        problems.append(runs_are(missing, "missing", noun="gaps"))
     empty = [f.number for f in frames if f.size == 0]
     if empty:
         problems.append(frames_are(empty, "empty (0 bytes)"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import fileseq
@@ -64,23 +65,26 @@ def _padding(pad: str) -> int:
 def parse_sequence_url(url: str) -> SequencePattern:
     """Parse ``url`` (local path or any fsspec URL); MediaError naming it when it is no pattern."""
     directory, name = _split_name(url)
-    if not _PADDING.search(name):
+    paddings = _PADDING.findall(name)
+    if not paddings:
         raise MediaError(url, "not a frame sequence pattern (expected padding such as ####, @@@@ or %04d)")
+    if len(paddings) > 1:
+        raise MediaError(
+            url,
+            f"{len(paddings)} frame paddings in one name ({', '.join(paddings)}); a pattern has exactly one",
+        )
     try:
         seq = fileseq.FileSequence(name)
-    except fileseq.ParseException as exc:
-        raise MediaError(url, f"not a frame sequence pattern ({exc})") from exc
-    if seq.frameSet() is not None:
+        frame_set, pad = seq.frameSet(), seq.padding()
+        padding = _padding(pad) if pad else 0
+    except (fileseq.ParseException, ValueError) as exc:  # fileseq raises ValueError for odd padding
+        raise MediaError(url, f"not a frame sequence pattern ({exc})") from None
+    if frame_set is not None:
         raise MediaError(url, "a frame range in the pattern is not supported; name the sequence as ####")
-    pad = seq.padding()
-    if not pad or seq.dirname():
+    if not padding or seq.dirname():
         raise MediaError(url, "not a frame sequence pattern (expected padding such as ####, @@@@ or %04d)")
     return SequencePattern(
-        url=url,
-        directory=directory,
-        head=seq.basename(),
-        tail=seq.extension(),
-        padding=_padding(pad),
+        url=url, directory=directory, head=seq.basename(), tail=seq.extension(), padding=padding
     )
 
 
@@ -147,16 +151,45 @@ def list_frames(pattern: SequencePattern) -> list[FrameFile]:
     return sorted(frames, key=lambda f: f.number)
 
 
-def frame_runs(numbers: list[int] | tuple[int, ...]) -> str:
-    """``frames 1010-1012, 1030`` / ``frame 1030``: sorted numbers with runs compressed."""
-    ordered = sorted(set(numbers))
-    parts = []
-    for _, group in itertools.groupby(enumerate(ordered), key=lambda p: p[1] - p[0]):
-        run = [n for _, n in group]
-        parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
-    return f"{'frame' if len(ordered) == 1 else 'frames'} {', '.join(parts)}"
+RUNS_SHOWN = 5
+"""Runs of frame numbers a message names; the rest are counted (``and 12 more gaps, 3,000 frames in all``)."""
 
 
-def frames_are(numbers: list[int] | tuple[int, ...], what: str) -> str:
+def runs_of(numbers: Iterable[int]) -> list[tuple[int, int]]:
+    """(first, last) of each run of consecutive numbers in ``numbers``, in order."""
+    runs: list[tuple[int, int]] = []
+    for n in sorted(set(numbers)):
+        if runs and runs[-1][1] == n - 1:
+            runs[-1] = (runs[-1][0], n)
+        else:
+            runs.append((n, n))
+    return runs
+
+
+def gaps_in(numbers: Sequence[int]) -> list[tuple[int, int]]:
+    """(first, last) of each run of numbers missing between the sorted ``numbers``.
+
+    Computed from neighbouring numbers only, so frames 1 and 99999999 cost one gap,
+    not a set of every number between them."""
+    return [(a + 1, b - 1) for a, b in itertools.pairwise(numbers) if b - a > 1]
+
+
+def describe_runs(runs: Sequence[tuple[int, int]], *, noun: str = "runs") -> str:
+    """``frames 1010-1012, 1030``: at most :data:`RUNS_SHOWN` runs, then ``and N more <noun>, M frames in all``."""
+    count = sum(b - a + 1 for a, b in runs)
+    parts = [str(a) if a == b else f"{a}-{b}" for a, b in runs[:RUNS_SHOWN]]
+    text = f"{'frame' if count == 1 else 'frames'} {', '.join(parts)}"
+    if len(runs) > RUNS_SHOWN:
+        text += f" and {len(runs) - RUNS_SHOWN:,} more {noun}, {count:,} frames in all"
+    return text
+
+
+def runs_are(runs: Sequence[tuple[int, int]], what: str, *, noun: str = "runs") -> str:
+    """``frames 1010-1012, 1030 are <what>`` or ``frame 1030 is <what>`` (see :func:`describe_runs`)."""
+    single = sum(b - a + 1 for a, b in runs) == 1
+    return f"{describe_runs(runs, noun=noun)} {'is' if single else 'are'} {what}"
+
+
+def frames_are(numbers: Iterable[int], what: str) -> str:
     """``frames 1010-1012, 1030 are <what>`` or ``frame 1030 is <what>``."""
-    return f"{frame_runs(numbers)} {'is' if len(set(numbers)) == 1 else 'are'} {what}"
+    return runs_are(runs_of(numbers), what)

@@ -23,6 +23,7 @@ from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import StorageError
 from pipeline.hashing import sha256_url
+from pipeline.limits import WORK_RECORD_MAX_BYTES
 from pipeline.provenance.redact import redact
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,9 @@ class AuditLog:
         out = []
         for url in self.urls():
             try:
-                out.append(AuditRecord.model_validate_json(storage.read_bytes(url)))
+                out.append(
+                    AuditRecord.model_validate_json(storage.read_bytes(url, max_bytes=WORK_RECORD_MAX_BYTES))
+                )
             except ValueError as exc:
                 raise StorageError(url, f"not a valid audit record: {exc}") from exc
         return out

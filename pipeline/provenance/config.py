@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from pipeline.configbase import Frozen
 
 
@@ -28,10 +30,10 @@ class WatermarkConfig(Frozen):
 
     key: str = "recast"
     """Secret that scrambles bit positions and dither; studios should set their own."""
-    step: float = 32.0
+    step: float = Field(default=32.0, gt=0.0, le=255.0, allow_inf_nan=False)
     """QIM step in 8-bit luma DCT units: larger survives stronger compression but shows
     more (32: about 38.5 dB PSNR in the face region; 40: 36.6 dB)."""
-    min_z: float = 1.5
+    min_z: float = Field(default=1.5, ge=0.0, allow_inf_nan=False)
     """Detection threshold on the mean |z| of the 56 bit votes (about 0.8 on unmarked content)."""
-    min_strength: float = 0.0
+    min_strength: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
     """Optional threshold on the mean vote strength (0 = random, 1 = perfect)."""

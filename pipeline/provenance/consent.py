@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline import storage
-from pipeline.errors import SpecError
+from pipeline.errors import InputRefused, SpecError
+from pipeline.limits import EMBEDDING_MAX_BYTES
+from pipeline.npycheck import npy_problem
 from pipeline.provenance.policy import Policy, PolicyError
 
 if TYPE_CHECKING:
@@ -38,22 +40,26 @@ class FaceReference:
 
 
 def read_embeddings(url: str, where: str) -> np.ndarray:
-    """The (N, D) unit-length float32 rows of the ``.npy`` at ``url``; SpecError naming ``where``."""
-    data = storage.read_bytes(url)
-    if not data.startswith(b"\x93NUMPY"):
-        raise SpecError(where, f"{url} is not a .npy file (numpy.save) of embeddings")
+    """The (N, D) unit-length float32 rows of the ``.npy`` at ``url``; SpecError naming ``where``.
+
+    At most :data:`~pipeline.limits.EMBEDDING_MAX_BYTES` are read.  The header is checked before
+    any array is made: a real (not complex, not object) numeric dtype, and a shape whose size is
+    exactly the bytes that follow it, so neither a pickle nor a header claiming a huge array is loaded.
+    """
+    try:
+        data = storage.read_bytes(url, max_bytes=EMBEDDING_MAX_BYTES)
+    except InputRefused as exc:
+        raise SpecError(where, f"{url}: {exc.reason}") from None
+    problem = npy_problem(io.BytesIO(data), len(data), kinds="fiu")
+    if problem is not None:
+        raise SpecError(where, f"{url}: {problem}")
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise SpecError(where, f"{url} is not a .npy array of embeddings: {exc}") from None
     if array.ndim == 1:
         array = array[None, :]
-    if (
-        array.ndim != 2
-        or array.shape[0] < 1
-        or array.shape[1] < 8
-        or not np.issubdtype(array.dtype, np.number)
-    ):
+    if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 8:
         raise SpecError(where, f"{url}: expected embeddings of shape (D,) or (N, D), got {array.shape}")
     rows = array.astype(np.float32)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)

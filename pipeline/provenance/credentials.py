@@ -30,7 +30,7 @@ from pydantic import Field
 
 from pipeline import storage
 from pipeline.configbase import Frozen
-from pipeline.errors import MediaError, SpecError
+from pipeline.errors import InputRefused, MediaError, SpecError
 from pipeline.limits import PEM_MAX_BYTES
 from pipeline.provenance.config import SignerConfig
 from pipeline.provenance.redact import redact
@@ -134,19 +134,25 @@ def _mime(path: str | os.PathLike[str]) -> str:
     return VIDEO_MIME[suffix]
 
 
-def _read_text(url: str, field: str) -> str:
+def read_pem(url: str, field: str, what: str) -> str:
+    """The PEM text at ``url`` (at most :data:`~pipeline.limits.PEM_MAX_BYTES`) holding a ``what``
+    block (``CERTIFICATE``, ``PRIVATE KEY``); SpecError naming ``field`` (a spec field or a CLI flag)
+    for a file that is too large, not text (a picture named by mistake) or holds no such block."""
     try:
-        return storage.read_bytes(url, max_bytes=PEM_MAX_BYTES).decode()
+        text = storage.read_bytes(url, max_bytes=PEM_MAX_BYTES).decode()
     except UnicodeDecodeError:
         raise SpecError(field, f"{url} is not PEM text") from None
+    except InputRefused as exc:
+        raise SpecError(field, f"{url}: {exc.reason}") from None
+    if f"-----BEGIN {what}" not in text and f" {what}-----" not in text:
+        raise SpecError(field, f"{url} holds no PEM {what.lower()}")
+    return text
 
 
 def make_signer(config: SignerConfig) -> c2pa.Signer:
     """A c2pa Signer from the key and chain in ``config`` (read once)."""
-    chain = _read_text(config.certificate_chain_url, "signer.certificate_chain_url")
-    key = _read_text(config.private_key_url, "signer.private_key_url")
-    if "PRIVATE KEY" not in key:
-        raise SpecError("signer.private_key_url", f"{config.private_key_url} holds no PEM private key")
+    chain = read_pem(config.certificate_chain_url, "signer.certificate_chain_url", "CERTIFICATE")
+    key = read_pem(config.private_key_url, "signer.private_key_url", "PRIVATE KEY")
     info = c2pa.C2paSignerInfo(
         _ALGORITHMS[config.algorithm], chain.encode(), key.encode(), config.timestamp_url
     )

@@ -19,13 +19,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import posixpath
 import re
 from collections.abc import Iterable, Mapping
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from pipeline import storage, yamlload
+from pipeline import storage, urls, yamlload
 from pipeline.configbase import Frozen
 from pipeline.errors import InputRefused, RecastError, SpecError
 from pipeline.limits import SPEC_MAX_BYTES
@@ -112,6 +111,11 @@ class Policy(Frozen):
         for prefix in value:
             if not prefix or _has_dotdot(prefix):
                 raise ValueError(f"prefix {prefix!r} is empty or contains '..'")
+            reason = urls.problem(prefix)
+            if reason is not None:
+                raise ValueError(f"prefix {prefix!r} {reason}")
+            if urls.is_local(prefix) and not os.path.isabs(urls.local_path(prefix)):
+                raise ValueError(f"prefix {prefix!r} is a relative path: give an absolute path or URL")
         return value
 
 
@@ -122,7 +126,7 @@ def parse_policy(text: str | bytes, where: str = "<policy>") -> Policy:
     except yamlload.ImpossibleDateError as exc:
         field = ".".join(str(p) for p in exc.loc)
         raise SpecError(f"{where}#{field}", str(exc)) from None
-    except yamlload.LoadError as exc:  # line, column and problem: never the line's text (it may hold a secret)
+    except yamlload.LoadError as exc:  # line, column, problem: never the line's text (a secret?)
         raise SpecError(where, f"not valid YAML/JSON: {exc}") from None
     if not isinstance(data, Mapping):
         raise SpecError(where, "a policy must be a mapping at the top level")
@@ -222,17 +226,20 @@ def comparable_url(url: str) -> str:
 
 
 def _normalise(url: str) -> str:
-    """Comparable form: local paths become resolved absolute ``file://`` URLs.
+    """Comparable form: the canonical URL (:func:`pipeline.urls.canonical`, every spelling of a
+    place alike), local paths as resolved absolute ``file://`` URLs.
 
     Symbolic links are resolved (``os.path.realpath``), so a link inside an
-    allowed folder that points outside it is judged by where it points.
+    allowed folder that points outside it is judged by where it points.  A URL
+    that has no canonical form (chained, unknown scheme) is a PolicyError.
     """
-    if storage.is_local(url):
-        path = storage.local_path(url)
-        return "file://" + os.path.realpath(path)
-    scheme, rest = url.split("://", 1)
-    # Collapse '//' and '.' so that s3://b//x and s3://b/./x compare equal to s3://b/x.
-    return f"{scheme.lower()}://{posixpath.normpath(rest)}"
+    try:
+        canonical = urls.canonical(url)
+    except InputRefused as exc:
+        raise PolicyError(url, exc.reason) from None
+    if urls.is_local(canonical):
+        return "file://" + os.path.realpath(canonical)
+    return canonical
 
 
 def check_pictures(policy: Policy, name: str, picture_sha256: Mapping[str, str]) -> None:

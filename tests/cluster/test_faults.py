@@ -234,7 +234,7 @@ def test_killed_driver_resumes_only_unfinished_chunks(media, reference, tmp_path
         assert sha256_file(record["segment_url"]) == record["sha256"]
     assert not os.path.exists(os.path.join(out, "plate.mp4"))
     # What a driver killed while copying the output into place leaves: removed on resume.
-    Path(out, ".plate.mp4.tmp-0123456789ab").write_bytes(b"half a file")
+    Path(out, ".plate.mp4.recast-tmp-0123456789ab").write_bytes(b"half a file")
     # The killed driver's lease stays until it expires; the resubmission then takes it over.
     lease = json.loads(Path(work, "lease.json").read_text())
     assert lease["pid"] == proc.pid and lease["expiry_seconds"] == 6

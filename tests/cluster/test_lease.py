@@ -38,7 +38,8 @@ from pipeline import storage
 from pipeline.errors import SpecError
 from tests.raytools import REPO
 
-FAST = LeaseConfig(expiry_seconds=1.5, heartbeat_seconds=0.2)
+FAST = LeaseConfig.model_construct(expiry_seconds=1.5, heartbeat_seconds=0.2)
+"""Below a job spec's bounds (expiry >= 5 s, heartbeat >= 1 s): built without validation, as no spec can."""
 STEADY = LeaseConfig(expiry_seconds=30, heartbeat_seconds=5)
 """For holders that must stay live through a test on a busy machine."""
 SUBMITTED = {"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"metadata": {"job_submission_id": "raysubmit_Ab12"}})}
@@ -181,7 +182,7 @@ def test_heartbeat_refreshes_and_a_forced_takeover_stops_the_old_holder(work) ->
 _HOLD = """
 import sys, time
 from cluster.lease import LeaseConfig, acquire_lease
-acquire_lease(sys.argv[1], LeaseConfig(expiry_seconds=4.0, heartbeat_seconds=0.3), job_id="job")
+acquire_lease(sys.argv[1], LeaseConfig.model_construct(expiry_seconds=4.0, heartbeat_seconds=0.3), job_id="job")
 print("held", flush=True)
 time.sleep(600)
 """
@@ -268,12 +269,12 @@ def _spec(**lease: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("lease", "field", "words"),
     [
-        ({"expiry_seconds": 0}, "lease.expiry_seconds", "greater than 0"),
-        ({"heartbeat_seconds": -1}, "lease.heartbeat_seconds", "greater than 0"),
+        ({"expiry_seconds": 0}, "lease.expiry_seconds", "greater than or equal to 5"),
+        ({"heartbeat_seconds": -1}, "lease.heartbeat_seconds", "greater than or equal to 1"),
         (
             {"expiry_seconds": 15},
-            "lease",
-            "heartbeat_seconds (10) must be at most half of expiry_seconds (15)",
+            "lease.heartbeat_seconds",
+            "10 must be at most a third of lease.expiry_seconds (15)",
         ),
         ({"seconds": 30}, "lease.seconds", "unknown key"),
         ({"expiry_seconds": "soon"}, "lease.expiry_seconds", "valid number"),

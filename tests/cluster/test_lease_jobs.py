@@ -107,7 +107,7 @@ def _write_spec(path: Path, data: dict[str, Any]) -> Path:
 def test_two_drivers_at_once_then_a_forced_takeover(media, reference, head, tmp_path) -> None:
     out = tmp_path / "out"
     work = out / ".recast-work" / "twice"
-    lease = {"expiry_seconds": 20, "heartbeat_seconds": 0.5}
+    lease = {"expiry_seconds": 20, "heartbeat_seconds": 1}
     spec_path = _write_spec(tmp_path / "job.yaml", job_spec(media, str(out), "twice", lease=lease))
     first = [_driver(head, spec_path, tmp_path / f"summary-{i}.json") for i in range(2)]
     loser = _first_to_exit(first)

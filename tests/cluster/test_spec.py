@@ -132,4 +132,5 @@ def test_per_shot_output_overrides_the_template() -> None:
     data["shots"][1]["output"] = "/out/a.mp4"
     with pytest.raises(SpecError) as err:
         expand_shots(parse_spec(data))
-    assert err.value.field == "output.url" and "/out/a.mp4" in err.value.reason
+    # Named by the field that gives the second shot's output: its own override.
+    assert err.value.field == "shots[1].output" and "/out/a.mp4" in err.value.reason

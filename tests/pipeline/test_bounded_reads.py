@@ -16,7 +16,7 @@ import fsspec
 import pytest
 
 from pipeline import storage
-from pipeline.errors import InputRefused, StorageError
+from pipeline.errors import InputRefused, SpecError, StorageError
 from pipeline.limits import MIB, InputLimits, min_chunk_seconds
 
 
@@ -103,7 +103,7 @@ def test_chunk_floor_comes_from_the_environment_only(monkeypatch: pytest.MonkeyP
     assert min_chunk_seconds() == 2.0
     for bad in ("0.5", "11", "soon", "nan"):
         monkeypatch.setenv("RECAST_MIN_CHUNK_SECONDS", bad)
-        with pytest.raises(ValueError, match="RECAST_MIN_CHUNK_SECONDS"):
+        with pytest.raises(SpecError, match="RECAST_MIN_CHUNK_SECONDS"):
             min_chunk_seconds()
 
 

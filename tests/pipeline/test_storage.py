@@ -182,6 +182,6 @@ def test_local_publish_fsyncs_the_file_before_the_rename_and_the_folder_after(tm
             events.append((call.split("(")[0], call.split('"')[3]))
     for name, publish in ((f"{tmp_path}/a.mp4", "rename"), (f"{tmp_path}/b.mp4", "link")):
         at = events.index((publish, name))
-        tmp = f"{tmp_path}/.{name.rsplit('/', 1)[1]}.tmp-"
+        tmp = f"{tmp_path}/.{name.rsplit('/', 1)[1]}{storage.TEMPORARY_MARK}"
         assert any(e == "fsync" and p.startswith(tmp) for e, p in events[:at]), events
         assert ("fsync", str(tmp_path)) in events[at:], events
