@@ -71,6 +71,15 @@ def _userinfo_end(body: str, *, encoded: bool = False) -> tuple[int, int]:
     return (inside[-1].start(), len(inside[-1].group())) if inside else (-1, 0)
 
 
+def _open_userinfo(text: str) -> int:
+    """Where the line of the last URL in ``text`` begins when that URL has no path yet (its
+    userinfo may go on in the text that follows), else -1."""
+    starts = list(_URL_START.finditer(text))
+    if not starts or _PATH.search(text, starts[-1].end()):
+        return -1
+    return text.rfind("\n", 0, starts[-1].start()) + 1
+
+
 def _redact_urls(text: str) -> str:
     """``text`` with the userinfo of every URL in it replaced; each URL's text runs to the next URL."""
     starts = list(_URL_START.finditer(text))
@@ -263,7 +272,8 @@ class RedactingStream(io.TextIOBase):
 
     Text is held back to the end of its line, so a credential written in pieces
     (``print`` writes the text, then the newline; a traceback is written line by
-    line) is redacted whole; ``flush`` passes on what is held.
+    line) is redacted whole, and a line whose URL has no path yet is held with the
+    next (a password with a newline in it); ``flush`` passes on what is held.
     """
 
     def __init__(self, target: TextIO) -> None:
@@ -276,9 +286,15 @@ class RedactingStream(io.TextIOBase):
         with self._lock:
             self._pending += text
             if "\n" in self._pending:
-                done, _, self._pending = self._pending.rpartition("\n")
-                self.target.write(redact_text(done + "\n"))
-            elif len(self._pending) > _STREAM_PENDING_MAX:
+                done, _, rest = self._pending.rpartition("\n")
+                hold = -1 if not rest else _open_userinfo(done)
+                if hold < 0:
+                    self.target.write(redact_text(done + "\n"))
+                    self._pending = rest
+                elif hold > 0:  # from the line whose URL's userinfo may go on past the newline
+                    self.target.write(redact_text(done[:hold]))
+                    self._pending = self._pending[hold:]
+            if len(self._pending) > _STREAM_PENDING_MAX:
                 self.target.write(redact_text(self._pending))
                 self._pending = ""
         return len(text)
