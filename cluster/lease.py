@@ -38,7 +38,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -50,6 +50,9 @@ from pipeline.configbase import Frozen
 from pipeline.errors import InputRefused, LeaseError, RecastError
 
 logger = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+"""Epoch seconds now (``time.time``); the lease takes one so that expiry can be tested without waiting."""
 
 LEASE_NAME = "lease.json"
 ACQUIRE_ATTEMPTS = 5
@@ -121,8 +124,9 @@ class Holder:
     expiry_seconds: float
 
     @classmethod
-    def new(cls, job_id: str, expiry_seconds: float, env: Mapping[str, str] | None = None) -> Holder:
-        now = time.time()
+    def new(
+        cls, job_id: str, expiry_seconds: float, env: Mapping[str, str] | None = None, *, now: float
+    ) -> Holder:
         return cls(
             token=uuid.uuid4().hex,
             job_id=job_id,
@@ -161,8 +165,8 @@ class Holder:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def beat(self) -> Holder:
-        return replace(self, heartbeat_at=time.time())
+    def beat(self, now: float) -> Holder:
+        return replace(self, heartbeat_at=now)
 
     def age(self, now: float) -> float:
         return max(0.0, now - self.heartbeat_at)
@@ -214,8 +218,11 @@ class Lease:
         *,
         took_over: Holder | None = None,
         reason: str | None = None,
+        clock: Clock = time.time,
     ) -> None:
         self.work_url = work_url
+        self.clock = clock
+        """Epoch seconds now: heartbeats and messages (a test passes one it advances itself)."""
         self.url = lease_url(work_url)
         self.holder = holder
         self.store = store
@@ -259,7 +266,7 @@ class Lease:
     def takeover_message(self) -> str | None:
         if self.reason is None:
             return None
-        whose = self.took_over.describe(time.time()) if self.took_over is not None else "an unreadable lease"
+        whose = self.took_over.describe(self.clock()) if self.took_over is not None else "an unreadable lease"
         how = "forced (--force-takeover)" if self.reason == "forced" else "its heartbeat had expired"
         return f"took over the lease of work area {self.work_url} from {whose}: {how}"
 
@@ -286,7 +293,7 @@ class Lease:
                 if current is None or current.token != self.holder.token:
                     self._lose(current)
                     return
-                beat = self.holder.beat()
+                beat = self.holder.beat(self.clock())
                 self.store.replace(self.url, beat.to_bytes())
                 self.holder = beat
                 self._refreshed = time.monotonic()
@@ -309,7 +316,7 @@ class Lease:
     def _lose(self, current: Holder | None) -> None:
         if self._lost is None:
             whom = (
-                f"by {current.describe(time.time())}" if current is not None else "(lease.json was removed)"
+                f"by {current.describe(self.clock())}" if current is not None else "(lease.json was removed)"
             )
             self._lost = f"the lease was taken over {whom}; this driver stops publishing"
             logger.error("work area %s: %s", self.work_url, self._lost)
@@ -323,11 +330,15 @@ def acquire_lease(
     force: bool = False,
     store: LeaseStore | None = None,
     env: Mapping[str, str] | None = None,
+    clock: Clock = time.time,
 ) -> Lease:
-    """Take the work area's lease for this driver, or raise LeaseHeld naming who has it."""
+    """Take the work area's lease for this driver, or raise LeaseHeld naming who has it.
+
+    ``clock`` gives epoch seconds (``time.time``): whether a lease has expired is judged by it,
+    and the lease taken keeps it for its heartbeats."""
     store = store or LeaseStore(work_url)
     url = lease_url(work_url)
-    me = Holder.new(job_id, config.expiry_seconds, env)
+    me = Holder.new(job_id, config.expiry_seconds, env, now=clock())
     for _ in range(ACQUIRE_ATTEMPTS):
         try:
             current_bytes = store.read(url)
@@ -338,13 +349,13 @@ def acquire_lease(
         if current_bytes is None:
             if store.create(url, me.to_bytes()):
                 logger.info("work area %s: lease taken", work_url)
-                return Lease(work_url, me, store, config)
+                return Lease(work_url, me, store, config, clock=clock)
             continue  # another driver created it in between: look at it
         current = Holder.from_bytes(current_bytes)
-        now = time.time()
+        now = clock()
         if force:
             store.replace(url, me.to_bytes())
-            lease = Lease(work_url, me, store, config, took_over=current, reason="forced")
+            lease = Lease(work_url, me, store, config, took_over=current, reason="forced", clock=clock)
             logger.warning("%s", lease.takeover_message())
             return lease
         if current is None:
@@ -355,14 +366,14 @@ def acquire_lease(
             )
         if not current.expired(now):
             raise LeaseHeld(work_url, f"in use by {current.describe(now)}; {current.how_to_stop(now)}")
-        if _take_over(work_url, store, current, me):
-            lease = Lease(work_url, me, store, config, took_over=current, reason="expired")
+        if _take_over(work_url, store, current, me, clock):
+            lease = Lease(work_url, me, store, config, took_over=current, reason="expired", clock=clock)
             logger.warning("%s", lease.takeover_message())
             return lease
     raise LeaseHeld(work_url, "its lease kept changing hands while this driver tried to take it; resubmit")
 
 
-def _take_over(work_url: str, store: LeaseStore, stale: Holder, me: Holder) -> bool:
+def _take_over(work_url: str, store: LeaseStore, stale: Holder, me: Holder, clock: Clock) -> bool:
     """Replace the expired lease ``stale``; False when it changed meanwhile (the caller looks again)."""
     url = lease_url(work_url)
     number = 1
@@ -380,7 +391,7 @@ def _take_over(work_url: str, store: LeaseStore, stale: Holder, me: Holder) -> b
         taker = read_holder(store, marker)
         if taker is None:
             return False  # that taker finished and removed its marker: the lease is its now
-        now = time.time()
+        now = clock()
         if not taker.expired(now):
             raise LeaseHeld(
                 work_url,

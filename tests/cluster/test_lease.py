@@ -205,8 +205,8 @@ def test_killed_holder_keeps_the_lease_until_it_expires(work) -> None:
     killed_at = time.time()
     with pytest.raises(LeaseHeld, match=f"pid {proc.pid}"):
         acquire_lease(work, FAST, job_id="job")
-    time.sleep(max(0.0, killed_at + 4.5 - time.time()))
-    lease = acquire_lease(work, FAST, job_id="job")
+    # No waiting for the expiry: the next driver's clock reads 4.5 s later (the lease's expiry is 4 s).
+    lease = acquire_lease(work, FAST, job_id="job", clock=lambda: killed_at + 4.5)
     assert lease.reason == "expired" and lease.took_over is not None and lease.took_over.pid == proc.pid
     lease.release()
     assert not _leftovers(work), storage.listdir(work)
@@ -311,3 +311,17 @@ def test_render_refuses_a_held_work_area_before_ray(tmp_path, capsys, no_ray) ->
         assert Holder.from_bytes(storage.read_bytes(lease_url(work))).token == holder.holder.token
     finally:
         holder.release()
+
+
+def test_expiry_is_judged_by_the_clock_given(work) -> None:
+    """One second short of the expiry the lease is held; one second past it, it is taken over."""
+    stale = _stale(age=0.0)
+    LeaseStore(work).replace(lease_url(work), stale.to_bytes())
+    with pytest.raises(LeaseHeld, match="render-07"):
+        acquire_lease(work, STEADY, job_id="job", clock=lambda: stale.heartbeat_at + stale.expiry_seconds - 1)
+    later = stale.heartbeat_at + stale.expiry_seconds + 1
+    lease = acquire_lease(work, STEADY, job_id="job", clock=lambda: later)
+    assert lease.reason == "expired" and lease.took_over == stale
+    assert lease.holder.acquired_at == later == lease.holder.heartbeat_at
+    lease.release()
+    assert not _leftovers(work), storage.listdir(work)
