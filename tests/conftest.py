@@ -5,6 +5,8 @@
   exactly as it would talk to AWS, so nothing is mocked inside the process under test.
 - ``ray_session`` / ``ray_local``: one local Ray shared by the tests that can share it
   (see :class:`tests.raytools.SharedRay`); ``no_ray`` for tests that prove Ray never started.
+- Tiers (:mod:`tests.tiers`): the fast tier runs first and a failure there stops the run
+  after it; the summary gives each tier's count and time.
 - The ``gpu`` marker: such tests skip, saying why, when CUDA is missing, or fail when
   ``--require-gpu`` (or ``RECAST_REQUIRE_GPU=1``) says a GPU must be there.
 """
@@ -17,7 +19,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests import tiers
 from tests.raytools import SharedRay, free_port
+from tests.tiers import pytest_runtest_protocol, pytest_terminal_summary  # noqa: F401 - hooks of the tiers
 
 # Test clips are seconds long: their jobs cut 1 s chunks, below the 10 s floor of a real job
 # (pipeline.limits).  Set before any Ray or subprocess starts, so submitted jobs see it too.
@@ -106,6 +110,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help=f"tests marked gpu fail, instead of skipping, when CUDA is missing (also {REQUIRE_GPU_ENV}=1)",
     )
+    tiers.addoption(parser)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Fast tier first, then the Ray tier, then the slow one (:mod:`tests.tiers`)."""
+    tiers.order(config, items)
 
 
 def _cuda_missing() -> str:

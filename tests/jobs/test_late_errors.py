@@ -103,6 +103,7 @@ def _anchor(tmp_path: Path, kind: str) -> str:
     return str(path)
 
 
+@pytest.mark.ray  # runs an entrypoint that would start Ray if the refusal regressed
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("kind", "words"),
@@ -121,6 +122,7 @@ def test_verify_trust_anchors_that_are_not_certificates(signed, tmp_path, capsys
     assert all(w in err for w in words), err
 
 
+@pytest.mark.ray  # runs an entrypoint that would start Ray if the refusal regressed
 @pytest.mark.parametrize("step", ["inf", "nan", "1e9"])
 def test_detect_watermark_step_must_be_finite(signed, capsys, step) -> None:  # noqa: F811
     assert detect_watermark.main([str(signed["signed"]), "--step", step, "--all-blocks"]) == EXIT_BAD_INPUT
@@ -128,6 +130,7 @@ def test_detect_watermark_step_must_be_finite(signed, capsys, step) -> None:  # 
     assert "step" in err and "Traceback" not in err, err
 
 
+@pytest.mark.ray  # runs an entrypoint that would start Ray if the refusal regressed
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("value", ["soon", "0.5", "nan", "11"])
 def test_bad_min_chunk_environment_variable(media, tmp_path, value) -> None:

@@ -230,6 +230,7 @@ def test_policy_yaml_error_never_echoes_the_line(media, dest, tmp_path, capsys, 
     refused(path, dest, capsys, str(policy), "line 2, column")
 
 
+@pytest.mark.ray  # runs an entrypoint that would start Ray if the refusal regressed
 @pytest.mark.parametrize("url", SPELLINGS[:4], ids=range(4))
 def test_verify_and_detect_refuse_urls_with_passwords(url, tmp_path, capsys) -> None:
     assert verify.main([url]) == verify.EXIT_MISSING

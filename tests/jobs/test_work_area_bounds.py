@@ -58,6 +58,7 @@ def render_in_child(spec_path: Path) -> tuple[int, str, int]:
     return proc.returncode, err, int(peak) * 1024
 
 
+@pytest.mark.ray  # runs an entrypoint that would start Ray if the refusal regressed
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("record", ["lease.json", "manifest/job.json"])
 def test_sparse_2_gib_record_is_not_read_whole(media, tmp_path, record) -> None:
