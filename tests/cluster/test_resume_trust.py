@@ -16,6 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
+import av
 import fsspec
 import numpy as np
 import pytest
@@ -27,7 +28,6 @@ from cluster.manifest import JobManifest, RenderRecord, SegmentHome, faces_to_np
 from cluster.manifest_sign import MANIFEST_KEY_ENV, manifest_key
 from cluster.segment_record import is_file_in
 from cluster.spec import parse_spec
-from jobs.bench.clips import make_face_clip
 from pipeline import storage
 from pipeline.errors import ChecksumError, SpecError
 from pipeline.faces.types import Face
@@ -265,14 +265,35 @@ def test_resume_fingerprint_mode_is_validated() -> None:
     assert "resume.fingerprint" in str(caught.value)
 
 
+def _with_timecode(src: str, dst: str, timecode: str) -> str:
+    """``src``'s packets remuxed into ``dst`` with the video's timecode set to ``timecode``."""
+    with av.open(src) as inp, av.open(dst, "w") as out:
+        streams = {}
+        for stream in inp.streams:
+            if stream.type in ("video", "audio"):
+                copy = out.add_stream_from_template(stream)
+                if stream.type == "video":
+                    copy.time_base = stream.time_base
+                    copy.codec_context.framerate = stream.average_rate  # the timecode track needs it
+                    copy.metadata["timecode"] = timecode
+                streams[stream.index] = copy
+        for packet in inp.demux(*[s for s in inp.streams if s.index in streams]):
+            if packet.dts is not None:
+                packet.stream = streams[packet.stream.index]
+                out.mux(packet)
+    return dst
+
+
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory) -> tuple[str, str]:
-    """Two 3 s clips of the same size and different bytes (another timecode)."""
+    """Two 3 s clips of the same size and different bytes (another timecode).
+
+    One encode remuxed twice: two separate x264 encodes of the same frames were of different sizes
+    on a loaded machine, so the sizes are made equal by construction, not by chance."""
     root = tmp_path_factory.mktemp("swap")
-    a = make_media(str(root))["plate"]
-    b = make_face_clip(
-        str(root / "b.mp4"), seconds=3.0, width=240, height=180, gop=24, timecode="02:00:00:00"
-    )
+    plate = make_media(str(root))["plate"]
+    a = _with_timecode(plate, str(root / "a.mp4"), "01:00:00:00")
+    b = _with_timecode(plate, str(root / "b.mp4"), "02:00:00:00")
     assert os.path.getsize(a) == os.path.getsize(b) and Path(a).read_bytes() != Path(b).read_bytes()
     return a, b
 
