@@ -1,4 +1,4 @@
-"""Every bad input in the README's table through the real entrypoint (``jobs.render.main`` / ``python -m jobs.render``).
+"""Every bad input in the table of docs/failures.md through the real entrypoint (``jobs.render.main`` / ``python -m jobs.render``).
 
 Each case asserts the message (naming the file or field), the exit code, and
 that the destination is as it was: no file created, a pre-existing file

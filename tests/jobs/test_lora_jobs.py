@@ -119,7 +119,7 @@ def test_prepare_then_train_adapter_jobs(
 def test_fixed_batch_export_through_prepare_and_train_jobs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The issue's swapper (batch 1 everywhere, pinned Reshape, names w_1 ...) through the README's steps."""
+    """The issue's swapper (batch 1 everywhere, pinned Reshape, names w_1 ...) through the steps of docs/model-packs.md."""
     pack = _make_pack(tmp_path / "pack", make_fixed_batch_swapper().SerializeToString())
     before = {p.name: p.read_bytes() for p in pack.iterdir()}
     # A pattern naming nothing in this model: exit 2, the weights that can take a slot listed, pack untouched.

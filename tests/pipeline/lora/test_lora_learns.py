@@ -7,7 +7,7 @@ The recognizer that trains and judges is the embedded default pack's SFace
 (behind the ArcFace contract for training, ``tests/lora_evidence.py``); the
 swapper is a stand-in whose output genuinely depends on the identity latent.
 Training sees carphone frames 0-54; similarities are measured on frames 60-114,
-which it never saw.  Figures are in the README ("Per-identity LoRA adapters").
+which it never saw.  Figures are in docs/model-packs.md ("Per-identity LoRA adapters").
 """
 
 from __future__ import annotations

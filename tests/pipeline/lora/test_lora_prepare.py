@@ -125,7 +125,7 @@ def test_unchanged_check_still_refuses_a_real_change() -> None:
 
 def test_pattern_that_gives_no_slot_lists_weights_that_can() -> None:
     model = make_fixed_batch_swapper()
-    with pytest.raises(ModelPackError) as err:  # the README's old example, on generic names
+    with pytest.raises(ModelPackError) as err:  # the docs' old example, on generic names
         prepare_model(model, rank=4, base_sha256="0" * 64, pattern="style|Gemm")
     message = str(err.value)
     assert message.startswith("--pattern: no MatMul/Gemm/Conv weight matches 'style|Gemm'")
