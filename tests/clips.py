@@ -293,3 +293,23 @@ def render_identity(info, choice, plan, workdir: str, decode_url: str | None = N
                 writer.write(frame)
         paths.append(path)
     return paths
+
+
+def with_timecode(src: str, dst: str, timecode: str) -> str:
+    """``src``'s packets remuxed into ``dst`` with the video's timecode set to ``timecode``: same packets,
+    same size, other bytes (two x264 encodes of the same frames can differ in size on a loaded machine)."""
+    with av.open(src) as inp, av.open(dst, "w") as out:
+        streams = {}
+        for stream in inp.streams:
+            if stream.type in ("video", "audio"):
+                copy = out.add_stream_from_template(stream)
+                if stream.type == "video":
+                    copy.time_base = stream.time_base
+                    copy.codec_context.framerate = stream.average_rate  # the timecode track needs it
+                    copy.metadata["timecode"] = timecode
+                streams[stream.index] = copy
+        for packet in inp.demux(*[s for s in inp.streams if s.index in streams]):
+            if packet.dts is not None:
+                packet.stream = streams[packet.stream.index]
+                out.mux(packet)
+    return dst

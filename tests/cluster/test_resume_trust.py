@@ -16,7 +16,6 @@ import shutil
 import time
 from pathlib import Path
 
-import av
 import fsspec
 import numpy as np
 import pytest
@@ -35,6 +34,7 @@ from pipeline.hashing import fetch_verified
 from pipeline.plates.probe import probe_sequence
 from pipeline.probe import probe
 from pipeline.tracking import TrackingConfig, track_chunk
+from tests.clips import with_timecode
 from tests.cluster.faultjobs import job_spec, make_media
 from tests.plates import write_sequence
 
@@ -265,25 +265,6 @@ def test_resume_fingerprint_mode_is_validated() -> None:
     assert "resume.fingerprint" in str(caught.value)
 
 
-def _with_timecode(src: str, dst: str, timecode: str) -> str:
-    """``src``'s packets remuxed into ``dst`` with the video's timecode set to ``timecode``."""
-    with av.open(src) as inp, av.open(dst, "w") as out:
-        streams = {}
-        for stream in inp.streams:
-            if stream.type in ("video", "audio"):
-                copy = out.add_stream_from_template(stream)
-                if stream.type == "video":
-                    copy.time_base = stream.time_base
-                    copy.codec_context.framerate = stream.average_rate  # the timecode track needs it
-                    copy.metadata["timecode"] = timecode
-                streams[stream.index] = copy
-        for packet in inp.demux(*[s for s in inp.streams if s.index in streams]):
-            if packet.dts is not None:
-                packet.stream = streams[packet.stream.index]
-                out.mux(packet)
-    return dst
-
-
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory) -> tuple[str, str]:
     """Two 3 s clips of the same size and different bytes (another timecode).
@@ -292,8 +273,8 @@ def clips(tmp_path_factory) -> tuple[str, str]:
     on a loaded machine, so the sizes are made equal by construction, not by chance."""
     root = tmp_path_factory.mktemp("swap")
     plate = make_media(str(root))["plate"]
-    a = _with_timecode(plate, str(root / "a.mp4"), "01:00:00:00")
-    b = _with_timecode(plate, str(root / "b.mp4"), "02:00:00:00")
+    a = with_timecode(plate, str(root / "a.mp4"), "01:00:00:00")
+    b = with_timecode(plate, str(root / "b.mp4"), "02:00:00:00")
     assert os.path.getsize(a) == os.path.getsize(b) and Path(a).read_bytes() != Path(b).read_bytes()
     return a, b
 

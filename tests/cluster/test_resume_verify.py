@@ -21,8 +21,8 @@ from cluster.driver import DriverParts, JobRunner, run_job
 from cluster.manifest_sign import MANIFEST_KEY_ENV
 from cluster.publish import merge_and_publish
 from cluster.spec import parse_spec
-from jobs.bench.clips import make_face_clip
 from pipeline.errors import MediaError
+from tests.clips import with_timecode
 from tests.cluster.faultjobs import job_spec, make_media, records, sha256_file
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -154,11 +154,8 @@ def test_with_a_manifest_key_edited_and_unsigned_records_are_not_trusted(
 
 def test_a_plate_replaced_with_cp_p_is_analysed_again(media, tmp_path, ray_local) -> None:
     out = str(tmp_path / "out")
-    plate = str(tmp_path / "plate.mp4")
-    shutil.copyfile(media["plate"], plate)
-    other = make_face_clip(
-        str(tmp_path / "other.mp4"), seconds=3.0, width=240, height=180, gop=24, timecode="02:00:00:00"
-    )
+    plate = with_timecode(media["plate"], str(tmp_path / "plate.mp4"), "01:00:00:00")
+    other = with_timecode(media["plate"], str(tmp_path / "other.mp4"), "02:00:00:00")
     assert os.path.getsize(other) == os.path.getsize(plate)
     output = {"url": os.path.join(out, "{shot}.mp4"), "preset": "ultrafast", "if_exists": "overwrite"}
     spec = parse_spec(job_spec(media, out, "swap", shots=[{"name": "plate", "url": plate}], output=output))
