@@ -2,7 +2,7 @@
 
 Flow of one job (every shot at once, longest shots first)::
 
-    checks and plan, no Ray (cluster.checks) -> PreparedJob
+    checks and plan, no Ray (cluster.checks.prepare) -> PreparedJob
     analysis of every chunk on the actor pool ............ parallel
     tracking per shot, chunk after chunk, on the driver ... sequential, cheap (TrackerState chained)
     plan the shot's faces (identity per track, smoothing)
@@ -10,14 +10,14 @@ Flow of one job (every shot at once, longest shots first)::
     merge the shot's segments (stream copy) as soon as they are all done, publish atomically
 
 One driver per work area: the driver takes the work area's lease
-(:mod:`cluster.lease`) once its checks pass, before it writes anything, and
+(:mod:`cluster.lease.acquire`) once its checks pass, before it writes anything, and
 gives it back when it ends; a driver whose lease was taken over stops writing.
 
 The loop is built complete from its parts, each in its own module: the keys
-(:mod:`cluster.keys`), the ledger of manifest records (:mod:`cluster.ledger`),
-provenance (:mod:`cluster.provenance`), the publisher (:mod:`cluster.publish`),
+(:mod:`cluster.state.keys`), the ledger of manifest records (:mod:`cluster.state.ledger`),
+provenance (:mod:`cluster.checks.provenance`), the publisher (:mod:`cluster.publish.merge`),
 the observer that owns summary, progress, metrics and report
-(:mod:`cluster.observer`), the actor pool and the dispatcher.  A chunk whose
+(:mod:`cluster.schedule.observer`), the actor pool and the dispatcher.  A chunk whose
 actor dies is retried on another (the dead one is replaced); a chunk whose work
 raises is tried ``WORK_ATTEMPTS`` times, then fails its shot, and the other
 shots go on.
@@ -36,20 +36,20 @@ from typing import Any, TextIO
 import ray
 
 from actors.render import RenderActor
-from cluster.actor_config import render_config
-from cluster.checks import PlannedShot, PreparedJob, plate_warnings, prepare_job
-from cluster.job_loop import JobLoop
-from cluster.lease import Lease, acquire_lease
-from cluster.ledger import Ledger
-from cluster.metrics import JobMetrics
-from cluster.observer import JobObserver
-from cluster.pool import ActorPool, plan_pool, shared_storage_warnings
-from cluster.progress import Progress
-from cluster.provenance import JobProvenance
-from cluster.publish import MergeFn, Publisher, merge_and_publish
-from cluster.shot_run import ShotRun
-from cluster.spec import JobSpec
-from cluster.summary import JobSummary
+from cluster.checks.prepare import PlannedShot, PreparedJob, plate_warnings, prepare_job
+from cluster.checks.provenance import JobProvenance
+from cluster.lease.acquire import Lease, acquire_lease
+from cluster.publish.merge import MergeFn, Publisher, merge_and_publish
+from cluster.report.metrics import JobMetrics
+from cluster.report.progress import Progress
+from cluster.report.summary import JobSummary
+from cluster.schedule.actor_config import render_config
+from cluster.schedule.job_loop import JobLoop
+from cluster.schedule.observer import JobObserver
+from cluster.schedule.pool import ActorPool, plan_pool, shared_storage_warnings
+from cluster.schedule.shot_run import ShotRun
+from cluster.spec.job import JobSpec
+from cluster.state.ledger import Ledger
 from pipeline import storage
 from pipeline.decoders import source_warnings
 
@@ -118,7 +118,7 @@ class JobRunner:
         return self._pool.actors if self._pool is not None else []
 
     def prepare(self) -> PreparedJob:
-        """Every check that needs no Ray (:func:`cluster.checks.prepare_job`), then the work area's lease;
+        """Every check that needs no Ray (:func:`cluster.checks.prepare.prepare_job`), then the work area's lease;
         ``run()`` calls it if not done.  Raises LeaseHeld when another driver holds the work area."""
         if self._prepared is None:
             try:

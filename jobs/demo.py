@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         yaml.safe_dump(spec_data, fh, sort_keys=False)
 
     from cluster.driver import run_job
-    from cluster.spec import load_spec
+    from cluster.spec.job import load_spec
     from pipeline.errors import RecastError
 
     try:

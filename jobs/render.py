@@ -76,8 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     redact_process_output()
 
     from cluster.driver import JobRunner
-    from cluster.lease import LeaseLost
-    from cluster.spec import load_spec
+    from cluster.lease.acquire import LeaseLost
+    from cluster.spec.job import load_spec
     from pipeline.errors import RecastError
     from pipeline.provenance.policy import PolicyError
 

@@ -38,11 +38,14 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
-def _imports(path: Path, name: str, known: set[str]) -> set[str]:
-    """Project modules ``path`` imports when it runs, at any depth (function-level imports too)."""
+def _imports(path: Path, name: str, known: set[str], type_checking: bool = False) -> set[str]:
+    """Project modules ``path`` imports when it runs, at any depth (function-level imports too).
+
+    With ``type_checking``, those under ``if TYPE_CHECKING:`` too."""
     found: set[str] = set()
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree) if type_checking else _runtime_nodes(tree):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -100,6 +103,40 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
+def _cluster_package_graph() -> dict[str, set[str]]:
+    """Which parts of ``cluster/`` import which: a sub-package (``cluster.state``) or a top-level
+    module (``cluster.driver``) per node, from every import of its modules, annotation-only ones too."""
+    modules = _modules()
+    known = set(modules)
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        if not name.startswith("cluster."):
+            continue
+        part = ".".join(name.split(".")[:2])
+        deps = graph.setdefault(part, set())
+        for dep in _imports(path, name, known, type_checking=True):
+            if dep.startswith("cluster.") and (target := ".".join(dep.split(".")[:2])) != part:
+                deps.add(target)
+    return graph
+
+
+def test_cluster_sub_packages_import_one_way() -> None:
+    """No two parts of ``cluster/`` import each other, nor round a longer loop: each is layered on
+    the ones below it, so a reader can read a concern with only those below in mind."""
+    graph = _cluster_package_graph()
+    assert len(graph) > 5, graph
+    mutual = sorted((a, b) for a, deps in graph.items() for b in deps if a < b and a in graph.get(b, ()))
+    assert not mutual, f"cluster packages importing each other: {mutual}"
+    done: list[str] = []
+    todo = dict(graph)
+    while todo:
+        ready = sorted(part for part, deps in todo.items() if deps <= set(done))
+        assert ready, f"cluster packages in an import loop: { {p: sorted(d) for p, d in todo.items()} }"
+        done.extend(ready)
+        for part in ready:
+            del todo[part]
+
+
 def test_product_code_never_imports_tests() -> None:
     offenders = {}
     for name, path in _modules().items():
@@ -120,7 +157,7 @@ def test_the_checks_before_ray_import_no_ray() -> None:
     import sys
 
     code = (
-        "import sys, cluster.checks, cluster.keys, cluster.ledger, cluster.report, cluster.publish;"
+        "import sys, cluster.checks, cluster.state, cluster.report, cluster.publish, cluster.spec, cluster.lease;"
         "bad = sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'));"
         "sys.exit(f'imported {bad[:3]}' if bad else 0)"
     )

@@ -50,7 +50,7 @@ def multishot_spec(
 def run_order(spec_data: dict) -> dict[str, Any]:
     """One run of the job; its job-level figures and each shot's output sha256."""
     from cluster.driver import run_job
-    from cluster.spec import parse_spec
+    from cluster.spec.job import parse_spec
 
     summary = run_job(parse_spec(spec_data), resume=False)  # a benchmark measures work, never reuses it
     if not summary.ok:

@@ -126,7 +126,7 @@ def recast_spec(
 def run_recast(spec_data: dict, *, local_ray: bool) -> dict:
     """One job through ``run_job``; figures from its JobSummary plus the memory poller."""
     from cluster.driver import run_job
-    from cluster.spec import parse_spec
+    from cluster.spec.job import parse_spec
 
     spec = parse_spec(spec_data)
     with ActorMemoryPoller(only_descendants=local_ray) as poller:

@@ -77,7 +77,7 @@ def _video_info(name: str, settings: ScaleSettings) -> Any:
 
 
 def scale_spec(settings: ScaleSettings) -> Any:
-    from cluster.spec import parse_spec
+    from cluster.spec.job import parse_spec
 
     return parse_spec(
         {
@@ -102,10 +102,10 @@ def scale_spec(settings: ScaleSettings) -> Any:
 
 def prepare(settings: ScaleSettings, spec: Any, *, resumed: bool) -> Any:
     """The PreparedJob the checks would produce for these shots (probes stand in for files)."""
-    from cluster.checks import PreparedJob, planned_shot, probed_shot
-    from cluster.keys import JobKeys
-    from cluster.manifest import JobManifest
-    from cluster.shots import expand_shots, work_url_for
+    from cluster.checks.prepare import PreparedJob, planned_shot, probed_shot
+    from cluster.spec.shot_refs import expand_shots, work_url_for
+    from cluster.state.keys import JobKeys
+    from cluster.state.manifest import JobManifest
 
     refs = expand_shots(spec)
     work_url = work_url_for(spec, refs)
@@ -133,8 +133,8 @@ def simulated_merge(
     overwrite: bool = True,
 ) -> Any:
     """Publishes a stand-in output atomically: what the driver does around a merge, without the merge."""
-    from cluster.fingerprints import stat_fingerprint
-    from cluster.publish import Published
+    from cluster.publish.merge import Published
+    from cluster.state.fingerprints import stat_fingerprint
     from pipeline import storage
     from pipeline.merge import MergeStats
 
@@ -206,7 +206,7 @@ def resume_scan_in_new_process(settings: ScaleSettings) -> dict[str, float]:
 
 def resume_scan(prepared: Any) -> dict[str, float]:
     """Read back every chunk's records of the finished job through the ledger, as a resume does."""
-    from cluster.ledger import Ledger
+    from cluster.state.ledger import Ledger
 
     ledger = Ledger(prepared.manifest, resumed=True)
     started = time.perf_counter()

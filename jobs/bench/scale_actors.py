@@ -157,7 +157,7 @@ class SimulatedActorHandle:
         self._describe = _Method(host, "describe", (slot, label))
 
     @property
-    def __ray_call__(self) -> Any:  # the set-up probe (cluster.pool.ready_ref)
+    def __ray_call__(self) -> Any:  # the set-up probe (cluster.schedule.pool.ready_ref)
         describe = self._describe
 
         class _Probe:

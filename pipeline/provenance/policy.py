@@ -3,7 +3,7 @@ dates, and which storage prefixes jobs may read from and write to.
 
 The policy lives in a YAML or JSON file at a URL owned by the studio.  On a
 cluster it is pinned by the ``RECAST_POLICY_URL`` environment variable (see
-``cluster.trust``) and always enforced; a local job spec may point at one.
+``cluster.checks.trust``) and always enforced; a local job spec may point at one.
 Nothing in a job spec can relax it.  ``enforce: false`` in the policy file is
 the only way to turn consent refusals into warnings, and only where no cluster
 policy is set.

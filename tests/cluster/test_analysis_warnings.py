@@ -6,11 +6,11 @@ import io
 import time
 
 from actors.results import ChunkAnalysis
-from cluster.checks import prepare_job
-from cluster.metrics import JobMetrics
-from cluster.observer import JobObserver
-from cluster.progress import Progress
-from cluster.spec import parse_spec
+from cluster.checks.prepare import prepare_job
+from cluster.report.metrics import JobMetrics
+from cluster.report.progress import Progress
+from cluster.schedule.observer import JobObserver
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import make_face_clip, write_source_image
 
 

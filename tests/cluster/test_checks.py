@@ -1,4 +1,4 @@
-"""The checks before Ray (``cluster.checks.prepare_job``) on real files, with Ray never started."""
+"""The checks before Ray (``cluster.checks.prepare.prepare_job``) on real files, with Ray never started."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.checks import prepare_job
-from cluster.spec import parse_spec
+from cluster.checks.prepare import prepare_job
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
 from pipeline.errors import SpecError
 from tests.clips import ClipSpec, write_clip
@@ -74,11 +74,11 @@ def test_the_embedding_schedule_and_detect_size_are_in_the_analysis_key(inputs, 
 
 
 def test_auto_detection_made_the_old_way_is_not_reused(inputs, tmp_path, no_ray, monkeypatch) -> None:
-    import cluster.keys
+    import cluster.state.keys
 
     spec = parse_spec({**_spec(inputs, tmp_path), "faces": {"detect_size": "auto"}})
     now = prepare_job(spec, resume=False).planned[0].analysis_keys
-    monkeypatch.setattr(cluster.keys, "AUTO_DETECT_VERSION", 1)  # tiles only, before smaller inputs
+    monkeypatch.setattr(cluster.state.keys, "AUTO_DETECT_VERSION", 1)  # tiles only, before smaller inputs
     assert set(prepare_job(spec, resume=False).planned[0].analysis_keys).isdisjoint(now)
 
 

@@ -15,7 +15,7 @@ import dataclasses
 import pytest
 
 from cluster.driver import run_job
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
 from pipeline.colour import UNSPECIFIED, ColourTags
 from pipeline.colr import read_colr

@@ -15,7 +15,7 @@ import torch
 
 from actors.render import RenderConfig, RenderWorker
 from cluster.driver import run_job
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
 from pipeline.decoders import DecodeConfig, nvdec_runtime_problem
 from pipeline.errors import SpecError

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from cluster.driver import run_job
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import make_face_clip, write_source_image
 from pipeline.errors import SpecError
 
@@ -34,8 +34,8 @@ def test_a_bad_budget_is_refused_by_name(tmp_path, value: object) -> None:
 
 
 def test_the_budget_reaches_every_actor(tmp_path) -> None:
-    from cluster.actor_config import render_config
-    from cluster.pool import PoolPlan
+    from cluster.schedule.actor_config import render_config
+    from cluster.schedule.pool import PoolPlan
 
     plan = PoolPlan(actors=1, num_cpus=1, num_gpus=0)
     spec = parse_spec(_job(tmp_path, "clip.mp4", "source.jpg", "default"))

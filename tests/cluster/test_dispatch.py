@@ -8,8 +8,8 @@ import time
 import pytest
 import ray
 
-from cluster.dispatch import Dispatcher, Elasticity, WorkItem
-from cluster.pool import plan_pool
+from cluster.schedule.dispatch import Dispatcher, Elasticity, WorkItem
+from cluster.schedule.pool import plan_pool
 from pipeline.errors import MediaError, SpecError
 
 pytestmark = pytest.mark.ray

@@ -9,7 +9,7 @@ import av
 import pytest
 
 from cluster.driver import run_job
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
 from pipeline import storage
 from pipeline.errors import SpecError
@@ -123,8 +123,8 @@ def test_bad_source_face_is_named(ray_local, media, tmp_path) -> None:
 
 def test_cpu_actors_use_the_cores_they_reserve(media, tmp_path) -> None:
     """CPU actors get intra-op and codec threads equal to their CPU reservation; GPU actors keep the defaults."""
-    from cluster.actor_config import render_config
-    from cluster.pool import PoolPlan
+    from cluster.schedule.actor_config import render_config
+    from cluster.schedule.pool import PoolPlan
 
     spec = parse_spec(job(media, str(tmp_path)))
     cpu = render_config(spec, PoolPlan(actors=2, num_cpus=3.0, num_gpus=0.0))
@@ -140,7 +140,7 @@ def test_actor_process_env_caps_malloc_arenas_and_keeps_the_jobs(ray_local) -> N
     import ray
 
     from actors.render import RenderConfig
-    from cluster.pool import PoolPlan, kill_actors, start_actor
+    from cluster.schedule.pool import PoolPlan, kill_actors, start_actor
     from tests.raytools import REPO
 
     handle = start_actor(RenderConfig(), PoolPlan(actors=1, num_cpus=0.5, num_gpus=0.0), "env-probe")

@@ -20,7 +20,7 @@ import pytest
 import ray
 
 from cluster.driver import JobRunner
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
 from tests.clips import ClipSpec, read_index, write_clip
 from tests.raytools import RAY_ENV, REPO, free_port

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from cluster.driver import run_job
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
 from pipeline import storage
 from tests.clips import ClipSpec, write_clip

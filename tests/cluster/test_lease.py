@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.lease import (
+from cluster.lease.acquire import (
     Holder,
     Lease,
     LeaseConfig,
@@ -32,8 +32,8 @@ from cluster.lease import (
     lease_url,
     submission_id,
 )
-from cluster.lease_store import LeaseStore
-from cluster.spec import parse_spec
+from cluster.lease.store import LeaseStore
+from cluster.spec.job import parse_spec
 from pipeline import storage
 from pipeline.errors import SpecError
 from tests.raytools import REPO
@@ -181,7 +181,7 @@ def test_heartbeat_refreshes_and_a_forced_takeover_stops_the_old_holder(work) ->
 
 _HOLD = """
 import sys, time
-from cluster.lease import LeaseConfig, acquire_lease
+from cluster.lease.acquire import LeaseConfig, acquire_lease
 acquire_lease(sys.argv[1], LeaseConfig.model_construct(expiry_seconds=4.0, heartbeat_seconds=0.3), job_id="job")
 print("held", flush=True)
 time.sleep(600)

@@ -6,9 +6,9 @@ import hashlib
 
 import numpy as np
 
-from cluster.keys import AnalysisKey, RenderKey, TrackKey
-from cluster.ledger import Ledger
-from cluster.manifest import JobManifest, RenderRecord, SegmentHome
+from cluster.state.keys import AnalysisKey, RenderKey, TrackKey
+from cluster.state.ledger import Ledger
+from cluster.state.manifest import JobManifest, RenderRecord, SegmentHome
 from pipeline.faces.types import Face
 from pipeline.tracking import TrackerState, TrackingConfig, track_chunk
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import fsspec
 
-from cluster.keys import RenderKey, ShotKey
-from cluster.ledger import Ledger
-from cluster.manifest import JobManifest, RenderRecord
+from cluster.state.keys import RenderKey, ShotKey
+from cluster.state.ledger import Ledger
+from cluster.state.manifest import JobManifest, RenderRecord
 
 PASSWORD = "p@ss/w0rd@SECRET"
 

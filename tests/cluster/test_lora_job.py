@@ -25,7 +25,7 @@ import pytest
 from skimage import data
 
 from cluster.driver import run_job
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from pipeline.errors import ModelPackError
 from pipeline.lora import prepare_model, write_adapter
 from pipeline.models.default_pack import YUNET_CONTRACT, float_yunet_bytes

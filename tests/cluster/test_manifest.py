@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 from cluster.driver import run_job
-from cluster.keys import JobKeys
-from cluster.manifest import (
+from cluster.spec.job import parse_spec
+from cluster.spec.shot_refs import ShotRef
+from cluster.state.keys import JobKeys
+from cluster.state.manifest import (
     JobManifest,
     RenderRecord,
     SegmentHome,
@@ -26,8 +28,6 @@ from cluster.manifest import (
     faces_to_npz,
     tasks_digest,
 )
-from cluster.shots import ShotRef
-from cluster.spec import parse_spec
 from jobs.bench.clips import make_face_clip
 from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.encode import EncoderChoice

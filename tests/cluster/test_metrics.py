@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import ray
 
-from cluster.metrics import CHUNK_SECONDS_BOUNDARIES, JobMetrics
+from cluster.report.metrics import CHUNK_SECONDS_BOUNDARIES, JobMetrics
 from tests.raytools import RAY_ENV, free_port
 
 pytestmark = pytest.mark.ray

@@ -16,7 +16,7 @@ import OpenImageIO as oiio
 import pytest
 
 from cluster.driver import run_job
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import make_face_clip, write_source_image
 from pipeline.decode import decode_range
 from pipeline.probe import probe

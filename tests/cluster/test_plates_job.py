@@ -18,7 +18,7 @@ import OpenImageIO as oiio
 import pytest
 
 from cluster.driver import run_job
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
 from tests.plates import write_sequence
 

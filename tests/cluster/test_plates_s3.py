@@ -17,7 +17,7 @@ import fsspec
 import pytest
 
 from cluster.driver import JobRunner, run_job
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
 from tests.plates import write_sequence
 

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from cluster.progress import Progress, format_duration
+from cluster.report.progress import Progress, format_duration
 
 
 class FakeClock:

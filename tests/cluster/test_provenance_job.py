@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 import yaml
 
-from cluster.checks import prepare_job
-from cluster.spec import parse_spec
+from cluster.checks.prepare import prepare_job
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import make_face_clip, write_source_image
 from pipeline import storage
 from pipeline.errors import SpecError

@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 import pytest
 
-from cluster.report import actor_busy_ratios, build_report, write_report
+from cluster.report.build import actor_busy_ratios, build_report, write_report
 from pipeline import storage
 from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.decode import decode_range
@@ -340,7 +340,7 @@ def _shot_qc() -> dict:
 def test_report_qc_section_lists_frames_to_review_in_chromium(
     rendered: tuple[str, str, VideoInfo], tmp_path: Path
 ) -> None:
-    from cluster.summary import ShotSummary
+    from cluster.report.summary import ShotSummary
 
     source, output, info = rendered
     thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(_plan(info, BOUNDS)))}

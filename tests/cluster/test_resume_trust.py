@@ -20,13 +20,13 @@ import fsspec
 import numpy as np
 import pytest
 
-from cluster.fingerprints import input_fingerprint
-from cluster.keys import AnalysisKey, RenderKey, ShotKey, TrackKey
-from cluster.ledger import Ledger
-from cluster.manifest import JobManifest, RenderRecord, SegmentHome, faces_to_npz
-from cluster.manifest_sign import MANIFEST_KEY_ENV, manifest_key
-from cluster.segment_record import is_file_in
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
+from cluster.state.fingerprints import input_fingerprint
+from cluster.state.keys import AnalysisKey, RenderKey, ShotKey, TrackKey
+from cluster.state.ledger import Ledger
+from cluster.state.manifest import JobManifest, RenderRecord, SegmentHome, faces_to_npz
+from cluster.state.manifest_sign import MANIFEST_KEY_ENV, manifest_key
+from cluster.state.segment_record import is_file_in
 from pipeline import storage
 from pipeline.errors import ChecksumError, SpecError
 from pipeline.faces.types import Face
@@ -299,7 +299,7 @@ def test_a_local_plate_replaced_with_cp_p_changes_its_fingerprint(clips, tmp_pat
 
 
 def test_the_sample_reads_at_most_16_mib_and_full_reads_everything(tmp_path) -> None:
-    from cluster.fingerprints import content_sha256
+    from cluster.state.fingerprints import content_sha256
 
     big = tmp_path / "big.bin"
     with open(big, "wb") as fh:
@@ -333,7 +333,7 @@ def test_a_sequence_frame_replaced_with_cp_p_changes_the_fingerprint(tmp_path) -
 
 def test_sampled_fingerprint_cost_of_a_200_frame_sequence(tmp_path) -> None:
     """FIGURE: the time to fingerprint 200 local frames of 2 MiB, sampled (128 KiB each) and full."""
-    from cluster.fingerprints import frames_sha256
+    from cluster.state.fingerprints import frames_sha256
 
     rng = np.random.default_rng(0)
     urls = []

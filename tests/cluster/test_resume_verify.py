@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from cluster.driver import DriverParts, JobRunner, run_job
-from cluster.manifest_sign import MANIFEST_KEY_ENV
-from cluster.publish import merge_and_publish
-from cluster.spec import parse_spec
+from cluster.publish.merge import merge_and_publish
+from cluster.spec.job import parse_spec
+from cluster.state.manifest_sign import MANIFEST_KEY_ENV
 from pipeline.errors import MediaError
 from tests.clips import with_timecode
 from tests.cluster.faultjobs import job_spec, make_media, records, sha256_file

@@ -153,7 +153,7 @@ def test_no_planted_secret_in_any_artefact_of_a_job(ray_local, tmp_path: Path) -
     ],
 )
 def test_userinfo_in_any_url_field_is_refused(field: str, edit, tmp_path: Path) -> None:
-    from cluster.spec import parse_spec
+    from cluster.spec.job import parse_spec
     from pipeline.errors import SpecError
 
     data = _spec(tmp_path, "/plates/a.mov", "builtin:default", "/keys/k.pem", "/keys/chain.pem")

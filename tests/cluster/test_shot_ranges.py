@@ -9,7 +9,7 @@ import av
 import pytest
 
 from cluster.driver import run_job
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from jobs.bench.clips import make_face_clip, write_source_image
 from tests.clips import ClipSpec, read_index, write_clip
 

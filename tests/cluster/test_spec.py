@@ -7,8 +7,8 @@ import os
 import pytest
 import yaml
 
-from cluster.shots import expand_shots, work_url_for
-from cluster.spec import load_spec, parse_spec
+from cluster.spec.job import load_spec, parse_spec
+from cluster.spec.shot_refs import expand_shots, work_url_for
 from pipeline.errors import SpecError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.spec import parse_spec
+from cluster.spec.job import parse_spec
 from pipeline.errors import SpecError
 
 

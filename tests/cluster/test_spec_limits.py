@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.shots import expand_shots
-from cluster.spec import load_spec, parse_spec
+from cluster.spec.job import load_spec, parse_spec
+from cluster.spec.shot_refs import expand_shots
 from pipeline.errors import SpecError
 from pipeline.provenance.policy import load_policy
 

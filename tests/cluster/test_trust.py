@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster.provenance import JobProvenance
-from cluster.spec import parse_spec
-from cluster.summary import JobSummary
-from cluster.trust import Authorisation, cluster_settings, job_metadata
+from cluster.checks.provenance import JobProvenance
+from cluster.checks.trust import Authorisation, cluster_settings, job_metadata
+from cluster.report.summary import JobSummary
+from cluster.spec.job import parse_spec
 from pipeline.errors import SpecError, StorageError
 from pipeline.provenance.audit import AuditLog
 

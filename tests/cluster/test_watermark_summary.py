@@ -9,11 +9,11 @@ import os
 import numpy as np
 
 from actors.marking import FrameMarker, frame_ranges
-from cluster.calls import reused_segment, segment_record
-from cluster.manifest import JobManifest, SegmentHome
-from cluster.report_data import report_data
-from cluster.report_html import render_html
-from cluster.summary import JobSummary, ShotSummary
+from cluster.report.data import report_data
+from cluster.report.html import render_html
+from cluster.report.summary import JobSummary, ShotSummary
+from cluster.schedule.calls import reused_segment, segment_record
+from cluster.state.manifest import JobManifest, SegmentHome
 from pipeline.encode import EncoderChoice
 from pipeline.faces.types import FaceTask
 from pipeline.provenance.watermark import WatermarkConfig, detect, job_payload

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.shots import expand_shots
-from cluster.spec import parse_spec
-from cluster.windows import render_chunks, shot_window
+from cluster.spec.job import parse_spec
+from cluster.spec.shot_refs import expand_shots
+from cluster.spec.windows import render_chunks, shot_window
 from pipeline.chunking import plan_chunks
 from pipeline.errors import SpecError
 from tests.pipeline.test_chunking import _info

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.work_queue import WorkItem, WorkQueue
+from cluster.schedule.work_queue import WorkItem, WorkQueue
 
 
 def analysis(shot: int, chunk: int, seq: int) -> WorkItem:

@@ -291,7 +291,7 @@ def test_configmap_shape(configmap: dict[str, Any]) -> None:
     assert configmap_problems(configmap) == []
     spec = yaml.safe_load(configmap["data"]["spec.yaml"])
     # The example must stay a valid job spec as the spec model evolves.
-    from cluster.spec import parse_spec
+    from cluster.spec.job import parse_spec
 
     job = parse_spec(spec)
     assert job.resources.gpus_per_actor == 1 and job.resources.max_actors

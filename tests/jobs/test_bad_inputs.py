@@ -24,7 +24,7 @@ import pytest
 import ray
 import yaml
 
-from cluster.fingerprints import stat_fingerprint
+from cluster.state.fingerprints import stat_fingerprint
 from jobs.render import EXIT_BAD_INPUT, EXIT_RENDER_FAILED, main
 from tests.clips import write_audio
 from tests.cluster.faultjobs import job_spec, make_media, tmp_files
@@ -385,7 +385,7 @@ def test_an_output_that_appears_during_the_job_is_not_overwritten(media, dest, t
     """``if_exists: fail`` holds at publish too: the output checked absent before Ray is
     created by someone else while the job renders; the shot fails and their file stays."""
     from cluster.driver import JobRunner
-    from cluster.spec import parse_spec
+    from cluster.spec.job import parse_spec
 
     spec = job_spec(media, str(dest), "appears")
     spec["output"]["passes"] = ["matte"]

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.checks import remove_interrupted_publish
-from cluster.destinations import written_urls
-from cluster.shots import expand_shots, work_url_for
-from cluster.spec import parse_spec
-from cluster.trust import authorise
+from cluster.checks.destinations import written_urls
+from cluster.checks.prepare import remove_interrupted_publish
+from cluster.checks.trust import authorise
+from cluster.spec.job import parse_spec
+from cluster.spec.shot_refs import expand_shots, work_url_for
 from jobs.render import EXIT_BAD_INPUT, main
 from pipeline import storage
 from tests.cluster.faultjobs import job_spec, make_media, tmp_files

@@ -13,7 +13,7 @@ import pytest
 import ray
 import yaml
 
-from cluster.spec import load_spec
+from cluster.spec.job import load_spec
 from jobs import detect_watermark, verify
 from jobs.render import EXIT_BAD_INPUT, main
 from pipeline.errors import SpecError

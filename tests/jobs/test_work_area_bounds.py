@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.lease import LeaseConfig, LeaseHeld, acquire_lease, lease_url
-from cluster.manifest import JobManifest
+from cluster.lease.acquire import LeaseConfig, LeaseHeld, acquire_lease, lease_url
+from cluster.state.manifest import JobManifest
 from jobs.render import EXIT_BAD_INPUT, main
 from tests.cluster.faultjobs import job_spec, make_media
 from tests.raytools import REPO

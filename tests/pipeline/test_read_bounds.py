@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cluster.face_npz import faces_from_npz, faces_to_npz
+from cluster.state.face_npz import faces_from_npz, faces_to_npz
 from pipeline.colr import read_colr
 from pipeline.errors import InputRefused, SpecError
 from pipeline.faces.pictures import load_picture

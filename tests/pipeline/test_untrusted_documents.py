@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.lease import Holder
-from cluster.manifest import JobManifest
+from cluster.lease.acquire import Holder
+from cluster.state.manifest import JobManifest
 from pipeline import jsonload, yamlload
 from pipeline.errors import ModelPackError
 from pipeline.models.pack import parse_manifest

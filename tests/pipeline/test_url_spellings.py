@@ -17,9 +17,9 @@ from fsspec.core import url_to_fs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cluster.destinations import check_destinations, normalise
-from cluster.shots import expand_shots, work_url_for
-from cluster.spec import parse_spec
+from cluster.checks.destinations import check_destinations, normalise
+from cluster.spec.job import parse_spec
+from cluster.spec.shot_refs import expand_shots, work_url_for
 from pipeline import urls
 from pipeline.errors import InputRefused, SpecError
 from pipeline.provenance.policy import comparable_url

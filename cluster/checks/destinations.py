@@ -1,0 +1,218 @@
+"""Where a job writes, checked against itself and against what it reads, before anything is written.
+
+Every destination (each shot's output, its passes, the work area) is compared as a
+normalised location, not as the string the spec spelled: ``//`` and ``.`` segments
+collapse, local paths are made absolute with their symlinks resolved, and an image
+sequence is its folder, head and tail whatever its padding is spelt (``####``,
+``%04d``).  Refused, whatever ``output.if_exists`` says (SpecError naming both):
+
+* two destinations that are the same file or sequence;
+* a destination that is one of the job's inputs: a shot's source (or, for a sequence
+  destination, one of a source sequence's frames, followed through symlinks), an
+  identity picture or adapter;
+* a destination or an input among the work area's own files (:data:`WORK_FOLDERS`,
+  :data:`WORK_FILES`: segments and records are written and deleted there).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from cluster.spec.job import JobSpec
+from cluster.spec.shot_refs import ShotRef
+from pipeline import storage, urls
+from pipeline.errors import SpecError
+from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
+
+WORK_FOLDERS = ("segments", "manifest")
+"""What the driver writes, and deletes, under the work area (:mod:`cluster.schedule.shot_run`, :mod:`cluster.state.manifest`)."""
+WORK_FILES = ("summary.json", "report.html", "report.json")
+
+
+def normalise(url: str) -> str:
+    """``url`` as one spelling per place (:func:`pipeline.urls.canonical`): local paths absolute
+    with symlinks resolved, whatever the spelling (``file://``, ``local://``, ``./``, ``//``);
+    other URLs with their scheme folded and empty and ``.`` segments dropped
+    (``S3A://b/out//./x`` -> ``s3://b/out/x``)."""
+    canonical = urls.canonical(url)
+    return os.path.realpath(canonical) if urls.is_local(canonical) else canonical
+
+
+@dataclass(frozen=True)
+class Place:
+    """A normalised location: one file (``tail`` None) or an image sequence ``folder/head<number>tail``."""
+
+    folder: str
+    name: str
+    """The file's name, or the sequence's head."""
+    tail: str | None
+    url: str
+    """As the spec spelt it, for messages."""
+    what: str
+    """What it is, for messages: ``shot sc01's output``, ``identity hero's picture``..."""
+
+    @classmethod
+    def of(cls, url: str, what: str) -> Place:
+        if is_sequence_url(url):
+            pattern = parse_sequence_url(url)
+            return cls(normalise(pattern.directory), pattern.head, pattern.tail, url, what)
+        folder, _, name = normalise(url).rpartition("/")
+        return cls(folder, name, None, url, what)
+
+    @property
+    def path(self) -> str:
+        """The normalised file, or the sequence's frames as ``folder/head<frame>tail``."""
+        return f"{self.folder}/{self.name}" + ("" if self.tail is None else f"<frame>{self.tail}")
+
+    def same(self, other: Place) -> bool:
+        """Whether a file of one is a file of the other."""
+        if self.folder != other.folder:
+            return False
+        if self.tail is None and other.tail is None:
+            return self.name == other.name
+        if self.tail is not None and other.tail is not None:
+            return (self.name, self.tail) == (other.name, other.tail)
+        seq, single = (self, other) if self.tail is not None else (other, self)
+        assert seq.tail is not None
+        return re.fullmatch(rf"{re.escape(seq.name)}-?\d+{re.escape(seq.tail)}", single.name) is not None
+
+    def in_work_area(self, work: str) -> bool:
+        """Whether this is (or is inside) one of the work area ``work``'s own files and folders."""
+        if self.path == work or any(self.same(Place(work, name, None, "", "")) for name in WORK_FILES):
+            return True
+        folders = [f"{work}/{name}" for name in WORK_FOLDERS]
+        return any(self.path == f or self.folder == f or self.folder.startswith(f + "/") for f in folders)
+
+
+def pass_urls_of(spec: JobSpec, ref: ShotRef) -> dict[str, str]:
+    """Where each of ``output.passes`` of the shot goes (:func:`pipeline.passes.naming.pass_url`)."""
+    from pipeline.passes.naming import pass_url
+
+    out = spec.output
+    return {
+        name: pass_url(ref.output_url, name, out.pass_url, shot=ref.name, job_id=spec.job_id)
+        for name in out.passes
+    }
+
+
+def written_urls(spec: JobSpec, shots: list[ShotRef], work_url: str) -> list[tuple[str, str]]:
+    """Every place the job writes, each with the spec field that names it: each shot's output and
+    passes, and the work area.  The studio policy authorises exactly these (and the audit folder,
+    :func:`cluster.checks.trust.authorise`); :func:`check_names` checks them before Ray."""
+    pass_field = "output.pass_url" if spec.output.pass_url is not None else "output.passes"
+    out = []
+    for ref in shots:
+        out.append((ref.output_url, ref.output_field))
+        out.extend((url, pass_field) for url in pass_urls_of(spec, ref).values())
+    out.append((work_url, "output.work_url" if spec.output.work_url is not None else "output.url"))
+    return out
+
+
+def destinations(spec: JobSpec, shots: list[ShotRef]) -> list[tuple[Place, str]]:
+    """Every file the job publishes (outputs and passes), each with the spec field that names it."""
+    out = []
+    pass_field = "output.pass_url" if spec.output.pass_url is not None else "output.passes"
+    for ref in shots:
+        out.append((Place.of(ref.output_url, f"shot {ref.name}'s output"), ref.output_field))
+        for name, url in pass_urls_of(spec, ref).items():
+            out.append((Place.of(url, f"shot {ref.name}'s {name} pass"), pass_field))
+    return out
+
+
+def inputs(spec: JobSpec, shots: list[ShotRef]) -> list[Place]:
+    """Every file the job reads that a write could destroy: sources (and, for a local source
+    sequence, the frames its symlinks point at), identity pictures and adapters."""
+    out = []
+    for ref in shots:
+        out.append(Place.of(ref.url, f"shot {ref.name}'s source"))
+        if ref.is_sequence and storage.is_local(ref.url):
+            for frame in list_frames(parse_sequence_url(ref.url)):
+                if os.path.islink(storage.local_path(frame.url)):
+                    out.append(Place.of(frame.url, f"shot {ref.name}'s source frame {frame.number}"))
+    for name, ident in spec.identities.items():
+        out.extend(Place.of(url, f"identity {name}'s picture") for url in ident.images)
+        if ident.adapter is not None:
+            out.append(Place.of(ident.adapter.url, f"identity {name}'s adapter"))
+    return out
+
+
+class _Places:
+    """Places by key, so a job of thousands of shots is checked in one pass: a file by
+    (folder, name), a sequence by (folder, head, tail), and a file also by every sequence
+    (folder, head, tail) whose frame it could be."""
+
+    def __init__(self) -> None:
+        self._files: dict[tuple[str, str], tuple[Place, str]] = {}
+        self._sequences: dict[tuple[str, str, str], tuple[Place, str]] = {}
+        self._frames: dict[tuple[str, str, str], tuple[Place, str]] = {}
+
+    def find(self, place: Place) -> tuple[Place, str] | None:
+        """A place added earlier that shares a file with ``place``, with its field."""
+        if place.tail is not None:
+            key = (place.folder, place.name, place.tail)
+            return self._sequences.get(key) or self._frames.get(key)
+        for head, tail in _frame_splits(place.name):
+            hit = self._sequences.get((place.folder, head, tail))
+            if hit is not None:
+                return hit
+        return self._files.get((place.folder, place.name))
+
+    def add(self, place: Place, field: str) -> None:
+        if place.tail is not None:
+            self._sequences.setdefault((place.folder, place.name, place.tail), (place, field))
+            return
+        self._files.setdefault((place.folder, place.name), (place, field))
+        for head, tail in _frame_splits(place.name):
+            self._frames.setdefault((place.folder, head, tail), (place, field))
+
+
+def _frame_splits(name: str) -> list[tuple[str, str]]:
+    """Every (head, tail) such that ``name`` is head + a frame number + tail."""
+    out = []
+    for run in re.finditer(r"\d+", name):
+        for start in range(run.start(), run.end()):
+            out.append((name[:start], name[run.end() :]))
+            if start == run.start() and name[:start].endswith("-"):
+                out.append((name[: start - 1], name[run.end() :]))  # a negative frame number
+    return out
+
+
+def check_destinations(spec: JobSpec, shots: list[ShotRef], work_url: str) -> None:
+    """Refuse a job whose writes would collide, replace one of its inputs or land in its work area,
+    or whose file names the file system or store cannot hold (:func:`check_names`)."""
+    from cluster.checks.dest_names import check_names
+
+    check_names(written_urls(spec, shots, work_url), work_url)
+    dests = destinations(spec, shots)
+    written = _Places()
+    for dest, field in dests:
+        hit = written.find(dest)
+        if hit is not None:
+            earlier = hit[0]
+            raise SpecError(
+                field,
+                f"{dest.what} {dest.url} and {earlier.what} {earlier.url} are the same file "
+                f"({earlier.path}); give each a place of its own",
+            )
+        written.add(dest, field)
+    reads = inputs(spec, shots)
+    for source in reads:
+        hit = written.find(source)
+        if hit is not None:
+            dest, field = hit
+            raise SpecError(
+                field,
+                f"{dest.what} {dest.url} would replace {source.what} {source.url} ({source.path}); "
+                "an output never replaces one of the job's inputs, whatever output.if_exists says",
+            )
+    work = normalise(work_url)
+    for place in [*(d for d, _ in dests), *reads]:
+        if place.in_work_area(work):
+            raise SpecError(
+                "output.work_url",
+                f"{place.what} {place.url} is one of the work area's own files ({work_url}: "
+                f"{', '.join([*WORK_FOLDERS, *WORK_FILES])}), which the job writes and deletes; "
+                "give the work area a folder of its own",
+            )

@@ -1,0 +1,352 @@
+"""Everything a job checks and plans before Ray starts: nothing here imports Ray.
+
+:func:`prepare_job` expands the shots, applies the studio policy, loads and
+verifies the model pack and adapters, reads the identities' pictures, probes
+every shot, applies ``output.if_exists`` and checks that every destination is
+writable.  Any problem raises a :class:`~pipeline.errors.RecastError` naming the
+field or file before any actor starts and before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from cluster.checks.destinations import check_destinations, pass_urls_of
+from cluster.checks.provenance import audit_url, check_provenance
+from cluster.checks.trust import Authorisation, check_patterns
+from cluster.spec.job import JobSpec
+from cluster.spec.shot_refs import ShotRef, ShotSettings, expand_shots, settings_of, work_url_for
+from cluster.spec.windows import ShotWindow, render_chunks, shot_window
+from cluster.state.fingerprints import input_fingerprint, output_exists
+from cluster.state.keys import AnalysisKey, Fingerprint, JobKeys, ShotKey, identities_digest
+from cluster.state.manifest import JobManifest
+from cluster.state.manifest_sign import manifest_key
+from pipeline import storage
+from pipeline.chunking import Chunk, ChunkPlan, plan_chunks
+from pipeline.decoders import check_decode_spec
+from pipeline.errors import RecastError, SpecError
+from pipeline.limits import MANIFEST_MAX_BYTES, InputLimits
+from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
+from pipeline.probe import VideoInfo, probe
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProbedShot:
+    """A shot's probe, settings, frame window and chunk plan (the analysed frames)."""
+
+    ref: ShotRef
+    info: VideoInfo
+    settings: ShotSettings
+    window: ShotWindow
+    plan: ChunkPlan
+
+
+@dataclass(frozen=True)
+class PlannedShot:
+    """A shot to render: its source, probe, chunk plan and cache keys.
+
+    ``plan`` covers the analysed frames; ``renders`` are its chunks cut to the delivered ones.
+    """
+
+    ref: ShotRef
+    info: VideoInfo
+    plan: ChunkPlan
+    fingerprint: Fingerprint
+    spec_key: ShotKey
+    analysis_keys: tuple[AnalysisKey, ...]
+    settings: ShotSettings
+    window: ShotWindow
+    renders: tuple[Chunk, ...]
+    pass_urls: dict[str, str] = field(default_factory=dict)
+    """Compositing pass -> where it is written (``output.passes``)."""
+
+    @property
+    def is_sequence(self) -> bool:
+        return self.info.sequence is not None
+
+
+@dataclass(frozen=True)
+class ReusedShot:
+    """A shot whose output an earlier run of this job published for the same inputs."""
+
+    ref: ShotRef
+    info: VideoInfo
+    plan: ChunkPlan
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PreparedJob:
+    """A job checked and planned without Ray: what to render, what to skip, what an earlier run finished."""
+
+    spec: JobSpec
+    work_url: str
+    manifest: JobManifest
+    planned: list[PlannedShot]
+    """Longest work first (frames x pixels)."""
+    skipped: list[ShotRef]
+    reused: list[ReusedShot]
+    keys: JobKeys
+    shot_keys: dict[str, ShotKey]
+    """Shot name -> its key, for every probed shot (planned and reused), in probe order."""
+    resumed: bool
+    """A manifest of an earlier run was found (and is used)."""
+    consent_refs: dict[str, str]
+    """Identity -> consent reference from the studio policy (empty without ``provenance``)."""
+    auth: Authorisation = field(default_factory=Authorisation)
+    """What the studio policy allowed (:func:`cluster.checks.trust.authorise`)."""
+
+    @property
+    def pack_hash(self) -> str:
+        return self.keys.pack_hash
+
+    @property
+    def chunk_count(self) -> int:
+        return sum(len(p.plan.chunks) for p in self.planned)
+
+
+def prepare_job(
+    spec: JobSpec, *, resume: bool | None = None, claim: Callable[[str], None] | None = None
+) -> PreparedJob:
+    """Check everything that can be checked without Ray, then plan the job.
+
+    ``resume``: None = reuse what the job's manifest records, if any; True =
+    require a manifest (``--resume``); False = ignore it and start afresh.
+    ``claim(work_url)`` is called once every check has passed, before anything is
+    removed or written (the driver takes the work area's lease there).
+    """
+    from pipeline.models.pack import load_pack
+
+    check_patterns(spec)  # a pattern's folder is authorised before it is listed
+    shots = expand_shots(spec)
+    work_url = work_url_for(spec, shots)
+    # The studio policy first: a refused identity or path must not cause a single read or write.
+    auth = check_provenance(spec, shots, work_url)
+    check_destinations(spec, shots, work_url)  # collisions, inputs replaced: whatever if_exists says
+    manifest = JobManifest(work_url, manifest_key())
+    resumed = False
+    if resume is not False:
+        resumed = manifest.exists()
+        if resume and not resumed:
+            raise SpecError(
+                "--resume", f"no manifest of job {spec.job_id} at {manifest.root}: nothing to resume"
+            )
+    pack_hash = load_pack(spec.models.pack, cache_dir=spec.models.cache_dir).hash
+    verify_identity_adapters(spec)
+    check_identity_pictures(spec)
+    keys = JobKeys(spec, pack_hash, identities_digest(spec))
+    skipped = [s for s in shots if spec.output.if_exists == "skip" and output_exists(s.output_url)]
+    candidates = [s for s in shots if s not in skipped]
+    planned: list[PlannedShot] = []
+    reused: list[ReusedShot] = []
+    shot_keys: dict[str, ShotKey] = {}
+    earlier_keys = (manifest.read_job() or {}).get("shots", {}) if resumed else {}
+    for probed in probe_shots(spec, candidates):
+        shot, info, plan = probed.ref, probed.info, probed.plan
+        fingerprint = input_fingerprint(shot.url, info, spec.resume.fingerprint)
+        planned_one = planned_shot(keys, probed, fingerprint)
+        spec_key = shot_keys[shot.name] = planned_one.spec_key
+        if output_exists(shot.output_url):
+            # Published by an earlier run of this very job, unchanged since, for the same inputs: keep it.
+            record = manifest.published_output(shot.name, spec_key, shot.output_url) if resumed else None
+            if record is not None:
+                reused.append(ReusedShot(shot, info, plan, record))
+                continue
+            # An image sequence an earlier run of this very job was writing (same key): resumed in place.
+            ours = planned_one.is_sequence and earlier_keys.get(shot.name) == spec_key
+            if spec.output.if_exists == "fail" and not ours:
+                raise SpecError(
+                    "output.if_exists",
+                    f"{shot.output_url} already exists (set if_exists: skip or overwrite)",
+                )
+        elif spec.output.if_exists != "overwrite":
+            # The passes are published with the output and, like it, never replaced.
+            for url in planned_one.pass_urls.values():
+                if output_exists(url):
+                    raise SpecError(
+                        "output.if_exists",
+                        f"{url} (shot {shot.name}'s pass) already exists (set if_exists: overwrite)",
+                    )
+        planned.append(planned_one)
+    check_decode_spec(spec.decode, spec.resources.gpus_per_actor, [(p.ref.name, p.info) for p in planned])
+    # An unwritable destination must fail the job now, not after hours of rendering.
+    for parent in sorted({_parent(p.ref.output_url) for p in planned}):
+        storage.check_writable(parent)
+    storage.check_writable(work_url)
+    if auth.audited:
+        storage.check_writable(storage.join(audit_url(spec), "audit"))
+    if claim is not None:
+        claim(work_url)
+    for p in planned:
+        for url in (p.ref.output_url, *p.pass_urls.values()):
+            remove_interrupted_publish(url)
+    planned.sort(key=lambda p: -(p.plan.frame_count * p.info.width * p.info.height))
+    return PreparedJob(
+        spec=spec,
+        work_url=work_url,
+        manifest=manifest,
+        planned=planned,
+        skipped=skipped,
+        reused=reused,
+        keys=keys,
+        shot_keys=shot_keys,
+        resumed=resumed,
+        consent_refs=auth.consent_refs,
+        auth=auth,
+    )
+
+
+def probe_shots(spec: JobSpec, shots: list[ShotRef]) -> list[ProbedShot]:
+    """Probe and plan every shot up front: a bad input fails the job before any rendering."""
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe") as pool:
+        infos = list(pool.map(lambda s: probe_shot(s, settings_of(spec, s), spec.limits), shots))
+    return [probed_shot(spec, shot, info) for shot, info in zip(shots, infos, strict=True)]
+
+
+def probed_shot(spec: JobSpec, shot: ShotRef, info: VideoInfo) -> ProbedShot:
+    """A probed shot's settings, frame window and chunk plan."""
+    settings = settings_of(spec, shot)
+    window = shot_window(info, settings, include_handles=spec.output.include_handles)
+    return ProbedShot(shot, info, settings, window, plan_shot_chunks(spec, info, window))
+
+
+def planned_shot(keys: JobKeys, probed: ProbedShot, fingerprint: Fingerprint) -> PlannedShot:
+    """A probed shot with its cache keys and the chunks it renders."""
+    plan = probed.plan
+    return PlannedShot(
+        ref=probed.ref,
+        info=probed.info,
+        plan=plan,
+        fingerprint=fingerprint,
+        spec_key=keys.shot(probed.ref, fingerprint, plan, probed.settings, probed.window),
+        analysis_keys=tuple(keys.analysis(fingerprint, c) for c in plan.chunks),
+        settings=probed.settings,
+        window=probed.window,
+        renders=render_chunks(probed.info, plan, probed.window),
+        pass_urls=pass_urls_of(keys.spec, probed.ref),
+    )
+
+
+def probe_shot(shot: ShotRef, settings: ShotSettings, limits: InputLimits | None = None) -> VideoInfo:
+    """A video's demux probe, or an image sequence's listing and headers (with its colour settings);
+    frames larger than ``limits`` (the spec's ``limits:``) are refused from their headers."""
+    if not shot.is_sequence:
+        if settings.fps is not None:
+            raise SpecError(f"{settings.field}.fps", "applies to image sequences; a video's rate is its own")
+        return probe(shot.url, limits=limits)
+    from pipeline.plates.probe import probe_sequence
+    from pipeline.plates.types import ColourRequest
+
+    colour = settings.colour
+    request = ColourRequest(config=colour.config, plate_space=colour.plate, model_space=colour.model)
+    return probe_sequence(shot.url, fps=settings.fps, colour=request, limits=limits)
+
+
+def plan_shot_chunks(spec: JobSpec, info: VideoInfo, window: ShotWindow | None = None) -> ChunkPlan:
+    """The chunk plan of one probed shot's analysed frames under the job's ``chunking`` settings."""
+    start, end = window.analysed if window is not None else (0, info.frame_count)
+    return plan_chunks(
+        info,
+        spec.chunking.seconds,
+        min_seconds=spec.chunking.min_seconds,
+        max_seconds=spec.chunking.max_seconds,
+        snap_to_keyframes=spec.chunking.snap_to_keyframes,
+        start=start,
+        end=end,
+    )
+
+
+def check_identity_pictures(spec: JobSpec) -> None:
+    """Read and decode every identity picture (within ``limits``) here, before Ray: a text file
+    named ``.jpg``, a FIFO or a 100-megapixel picture is refused naming ``identities.<name>.images[i]``."""
+    from pipeline.faces.pictures import load_picture
+
+    for name, ident in spec.identities.items():
+        for i, url in enumerate(ident.images):
+            try:
+                load_picture(url, spec.limits)
+            except RecastError as exc:
+                raise SpecError(f"identities.{name}.images[{i}]", str(exc)) from exc
+
+
+def verify_identity_adapters(spec: JobSpec) -> None:
+    """Refuse bad adapters (checksum, other base model, slot shapes) before any actor starts."""
+    from pipeline.lora import verify_adapter
+    from pipeline.models.loader import pack_lora_slots
+    from pipeline.models.pack import MANIFEST, parse_manifest
+
+    wanted = {n: i.adapter for n, i in spec.identities.items() if i.adapter is not None}
+    if not wanted:
+        return
+    first = f"identities.{next(iter(wanted))}.adapter"
+    if spec.models.execution.backend == "torch":
+        raise SpecError(first, "adapters need models.execution.backend 'onnxruntime'")
+    if spec.models.pack.startswith("builtin:"):
+        raise SpecError(first, f"the embedded pack {spec.models.pack} has no LoRA slots")
+    manifest_url = storage.join(spec.models.pack, MANIFEST)
+    data = storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES)
+    slots = pack_lora_slots(parse_manifest(data, manifest_url), spec.models.pack)
+    if slots is None:
+        raise SpecError(first, f"model pack {spec.models.pack} has no LoRA slots (swapper contract.lora)")
+    for adapter in wanted.values():
+        verify_adapter(adapter.url, adapter.sha256, slots)  # ModelPackError naming the adapter URL
+
+
+def plate_warnings(prepared: PreparedJob) -> list[str]:
+    """What a supervisor should know about the plates before reading the output."""
+    from pipeline.plates.frames import LOSSLESS_DEFAULT, is_lossy
+
+    out = []
+    for p in prepared.planned:
+        seq = p.info.sequence
+        if seq is not None and is_lossy(seq.compression) and not prepared.spec.output.compression:
+            out.append(
+                f"{p.ref.name}: the plates are {seq.compression} (lossy); rendered frames are written "
+                f"{LOSSLESS_DEFAULT} so pixels outside the faces stay bit-exact (set output.compression "
+                f"to keep {seq.compression}); frames not rendered are the source's files"
+            )
+    return out
+
+
+def remove_interrupted_publish(output_url: str) -> None:
+    """Delete the temporary copies a killed run may have left beside a local output (or pass).
+
+    ``storage.publish_file`` copies to ``.<name>.recast-tmp-<12 hex>`` and renames; a
+    driver killed mid-copy leaves that file.  Only names of exactly that form, for this
+    output's own name (or a frame of its sequence), are removed: a user's
+    ``.precious.png.tmp-keepme`` beside it is not Recast's.  Object stores need nothing:
+    an upload is invisible until it is complete.
+    """
+    if not storage.is_local(output_url):
+        return
+    path = storage.local_path(output_url)
+    head, tail = os.path.split(path)
+    name = re.escape(tail)
+    if is_sequence_url(output_url):
+        # Frames are written one by one the same way: .<head><frame><tail>.recast-tmp-<hex>
+        seq = parse_sequence_url(output_url)
+        name = rf"{re.escape(seq.head)}-?\d+{re.escape(seq.tail)}"
+    wanted = storage.temporary_of(name)
+    try:
+        entries = os.listdir(head or ".")
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if wanted.fullmatch(entry):
+            stale = os.path.join(head or ".", entry)
+            logger.info("removing %s, left by an interrupted publish", stale)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(stale)
+
+
+def _parent(url: str) -> str:
+    return url.rsplit("/", 1)[0] if "/" in url else "."

@@ -1,0 +1,218 @@
+"""Merge a shot's segments, sign, checksum and publish atomically, off the driver's event loop.
+
+The output is assembled in a local temporary folder and appears at its
+destination only whole (an object-store PUT or a local rename); a failed
+merge leaves the destination as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cluster.state.fingerprints import output_fingerprint
+from pipeline import storage
+from pipeline.errors import RecastError, StorageError
+from pipeline.hashing import sha256_file
+from pipeline.probe import VideoInfo
+
+if TYPE_CHECKING:
+    from pipeline.merge import MergeStats
+    from pipeline.provenance.config import SignerConfig
+    from pipeline.provenance.credentials import ManifestInfo
+
+logger = logging.getLogger(__name__)
+
+Signing = tuple["ManifestInfo", "SignerConfig"]
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published output: merge figures, its sha256 and its fingerprint at the destination."""
+
+    stats: MergeStats
+    sha256: str
+    fingerprint: dict[str, Any]
+    frame_sha256: dict[str, str] | None = None
+    """Image sequences: every frame's sha256 by frame number."""
+    passes: dict[str, Published] = field(default_factory=dict)
+    """Compositing passes published with the output."""
+
+
+Window = tuple[int, int]
+Digests = Mapping[str, str]
+"""Segment URL -> its recorded sha256."""
+
+
+class MergeFn(Protocol):
+    """(segment URLs, source probe, output URL, audio source URL, signing, delivered frames,
+    segment sha256s) -> Published.
+
+    ``overwrite=False``: publish only if the output is absent (never replace it).
+    """
+
+    def __call__(
+        self,
+        segment_urls: list[str],
+        info: VideoInfo,
+        output_url: str,
+        audio_url: str,
+        signing: Signing | None,
+        window: Window | None = None,
+        segment_sha256: Digests | None = None,
+        *,
+        overwrite: bool = True,
+    ) -> Published: ...
+
+
+def merge_and_publish(
+    segment_urls: list[str],
+    info: VideoInfo,
+    output_url: str,
+    audio_url: str,
+    signing: Signing | None = None,
+    window: Window | None = None,
+    segment_sha256: Digests | None = None,
+    *,
+    overwrite: bool = True,
+) -> Published:
+    """Merge into a local file, sign it if asked, checksum it, then publish it atomically.
+
+    ``signing`` = (ManifestInfo, SignerConfig): embed signed Content Credentials
+    before publishing (the checksum is of the signed file).  ``window``: the source
+    frames ``[a, b)`` the segments hold (None: all of them).  ``segment_sha256``: every
+    segment's recorded sha256; each is hashed as it is fetched for the merge, and
+    one that differs raises ChecksumError naming it (nothing is published).
+    ``overwrite=False``: an output that exists by now is left as it is (StorageError),
+    never replaced.
+    """
+    from pipeline.merge import merge_segments
+
+    expected = info.frame_count if window is None else window[1] - window[0]
+    with tempfile.TemporaryDirectory(prefix="recast-out-") as tmp:
+        local = os.path.join(tmp, "out" + os.path.splitext(output_url)[1])
+        digests = None if segment_sha256 is None else [segment_sha256[u] for u in segment_urls]
+        if window is None:
+            stats = merge_segments(
+                segment_urls, info, local, audio_source_url=audio_url, segment_sha256=digests
+            )
+        else:
+            stats = merge_segments(
+                segment_urls, info, local, audio_source_url=audio_url, window=window, segment_sha256=digests
+            )
+        if stats.frames != expected:
+            raise RecastError(f"{output_url}: merged {stats.frames} frames, expected {expected}")
+        if signing is not None:
+            from pipeline.provenance.credentials import sign_video
+
+            signed = os.path.join(tmp, "signed" + os.path.splitext(output_url)[1])
+            sign_video(local, signed, signing[0], signing[1])
+            local = signed
+        sha256 = sha256_file(local)
+        storage.publish_file(local, output_url, overwrite=overwrite)
+    return Published(stats, sha256, output_fingerprint(output_url))
+
+
+def _remove_quietly(url: str) -> None:
+    try:
+        storage.remove(url, recursive=True)
+    except RecastError as exc:
+        logger.warning("could not remove %s: %s", url, exc)
+
+
+class Publisher:
+    """Runs merges on a small thread pool so the event loop keeps dispatching meanwhile."""
+
+    def __init__(
+        self,
+        merge: MergeFn = merge_and_publish,
+        *,
+        threads: int = 2,
+        if_exists: str = "overwrite",
+        guard: Callable[[], None] | None = None,
+    ) -> None:
+        self._merge = merge
+        self._if_exists = if_exists
+        """``output.if_exists``: anything but ``overwrite`` publishes only where nothing is yet."""
+        self._guard = guard
+        """Called on the thread before each publish or removal: raises when this driver may no longer write."""
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="merge")
+
+    def submit(
+        self,
+        segment_urls: list[str],
+        info: VideoInfo,
+        output_url: str,
+        audio_url: str,
+        signing: Signing | None,
+        window: Window | None = None,
+        passes: dict[str, tuple[list[str], str]] | None = None,
+        sha256: Digests | None = None,
+    ) -> Future[Published]:
+        """Merge and publish the output, then each pass (pass -> (its segment URLs, its URL)); ``sha256``:
+        every segment's and pass segment's recorded sha256 (checked as each is fetched)."""
+        return self._pool.submit(
+            self._merge_all, segment_urls, info, output_url, audio_url, signing, window, passes or {}, sha256
+        )
+
+    def _merge_all(
+        self,
+        segment_urls: list[str],
+        info: VideoInfo,
+        output_url: str,
+        audio_url: str,
+        signing: Signing | None,
+        window: Window | None,
+        passes: dict[str, tuple[list[str], str]],
+        sha256: Digests | None,
+    ) -> Published:
+        if self._guard is not None:
+            self._guard()
+        overwrite = self._if_exists == "overwrite"
+        try:
+            published = self._merge(
+                segment_urls, info, output_url, audio_url, signing, window, sha256, overwrite=overwrite
+            )
+            if not passes:
+                return published
+            done = {}
+            for name, (urls, url) in passes.items():
+                # The passes are part of the output set: signed like it, published atomically like it.
+                pass_signing = None
+                if signing is not None:
+                    title = url.rsplit("/", 1)[-1]
+                    pass_signing = (signing[0].model_copy(update={"title": title}), signing[1])
+                done[name] = merge_and_publish(
+                    urls, info, url, "", pass_signing, window, sha256, overwrite=overwrite
+                )
+        except StorageError as exc:
+            if exc.reason != storage.ALREADY_EXISTS:
+                raise
+            raise StorageError(
+                exc.url,
+                f"appeared after the job's checks; with output.if_exists: {self._if_exists} "
+                "it is left untouched, not overwritten",
+            ) from exc
+        return replace(published, passes=done)
+
+    def submit_call(self, fn: Callable[..., Published], *args: Any) -> Future[Published]:
+        """Run another publishing step (e.g. :func:`cluster.publish.sequences.complete_sequence`) on these threads."""
+        return self._pool.submit(self._guarded, fn, *args)
+
+    def remove_later(self, url: str) -> None:
+        """Delete ``url`` (recursively) on the publisher's threads; a failure is logged."""
+        self._pool.submit(self._guarded, _remove_quietly, url)
+
+    def _guarded[T](self, fn: Callable[..., T], *args: Any) -> T:
+        if self._guard is not None:
+            self._guard()
+        return fn(*args)
+
+    def close(self) -> None:
+        """Wait for merges in flight, then stop the threads."""
+        self._pool.shutdown(wait=True)

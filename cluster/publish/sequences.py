@@ -1,0 +1,108 @@
+"""Finishing an image-sequence output: the actors wrote the rendered frames; the rest is done here.
+
+Frames outside the rendered range are copied from the source bit for bit (their pass
+frames are empty: matte 0, face 0), then one listing per sequence checks that every
+frame is there at the size written.  The output's sha256 is that of its frame list
+(``<number> <sha256>`` lines); the manifest records every frame's own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from cluster.publish.merge import Published
+from cluster.state.fingerprints import output_fingerprint
+from pipeline.errors import RecastError
+from pipeline.plates.sequence import SequencePattern, frames_are, list_frames, parse_sequence_url
+from pipeline.probe import VideoInfo
+
+logger = logging.getLogger(__name__)
+
+Written = dict[int, tuple[str, int]]
+"""Frame number -> (sha256, bytes) of a frame written."""
+
+
+def complete_sequence(
+    info: VideoInfo,
+    output_url: str,
+    written: Written,
+    passes: dict[str, tuple[str, Written]],
+) -> Published:
+    """Complete the output (and each pass: pass -> (its pattern URL, the frames the actors wrote))."""
+    from pipeline.plates.frames import copy_plate
+
+    assert info.sequence is not None
+    source, output = info.sequence.pattern, parse_sequence_url(output_url)
+    published = _complete(
+        info, output_url, written, lambda n: copy_plate(source.frame_url(n), output.frame_url(n))
+    )
+    done = {}
+    for name, (url, frames) in passes.items():
+        done[name] = _complete(info, url, frames, _EmptyPass(info, parse_sequence_url(url), name))
+    published.passes.update(done)
+    return published
+
+
+def _complete(
+    info: VideoInfo, url: str, written: Written, fill: Callable[[int], tuple[str, int]]
+) -> Published:
+    from pipeline.merge import MergeStats
+
+    assert info.sequence is not None
+    started = time.perf_counter()
+    numbers = info.sequence.numbers
+    frames = dict(written)
+    missing = [n for n in numbers if n not in frames]
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="fill") as pool:
+        frames.update(zip(missing, pool.map(fill, missing), strict=True))
+    found = {f.number: f.size for f in list_frames(parse_sequence_url(url))}
+    bad = [n for n in numbers if found.get(n) != frames[n][1]]
+    if bad:
+        raise RecastError(f"{url}: {frames_are(bad, 'missing or not the size written')}")
+    listing = "".join(f"{n} {frames[n][0]}\n" for n in numbers)
+    stats = MergeStats(
+        frames=len(numbers), bytes=sum(frames[n][1] for n in numbers), seconds=time.perf_counter() - started
+    )
+    logger.info("%s: %d frames (%d filled in) in %.2f s", url, stats.frames, len(missing), stats.seconds)
+    return Published(
+        stats,
+        hashlib.sha256(listing.encode()).hexdigest(),
+        output_fingerprint(url),
+        {str(n): frames[n][0] for n in numbers},
+    )
+
+
+class _EmptyPass:
+    """Writes an empty pass frame (matte 0, face 0) with the source frame's header, for a frame not rendered."""
+
+    def __init__(self, info: VideoInfo, pattern: SequencePattern, name: str) -> None:
+        self.info, self.pattern, self.name = info, pattern, name
+
+    def __call__(self, number: int) -> tuple[str, int]:
+        return _empty_pass(self.info, number, self.pattern, self.name)
+
+
+def _empty_pass(info: VideoInfo, number: int, pattern: SequencePattern, name: str) -> tuple[str, int]:
+    import numpy as np
+    import OpenImageIO as oiio
+
+    from pipeline import storage
+    from pipeline.passes.layers import pass_dtype, sequence_pass_spec
+    from pipeline.plates.frames import write_plate
+
+    assert info.sequence is not None
+    url = info.sequence.pattern.frame_url(number)
+    with storage.fetched(url, suffix=f".{info.sequence.pattern.ext}") as path:
+        image = oiio.ImageInput.open(path)
+        if image is None:
+            raise RecastError(f"{url}: cannot read its header ({oiio.geterror()})")
+        plate_spec = oiio.ImageSpec(image.spec())
+        image.close()
+    # The plate's frames are read as ``sequence.dtype``: the same pass format as the rendered frames'.
+    spec = sequence_pass_spec(plate_spec, name, info.sequence.dtype)
+    zeros = np.zeros((info.height, info.width, spec.nchannels), pass_dtype(name, info.sequence.dtype))
+    return write_plate(pattern.frame_url(number), zeros, spec)

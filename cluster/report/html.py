@@ -1,0 +1,341 @@
+"""The job report as one self-contained page (``report.html``).
+
+The HTML needs nothing but itself: inline CSS, images as ``data:`` URIs, charts
+as inline SVG, no script; a Content-Security-Policy forbids anything else, so a
+page that tried to load a URL would show a console error (the tests look for
+them in a real browser).  It is meant to be read at a glance by a producer: a
+status banner and the warnings come first, then one row per shot, the charts,
+and the pictures.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cluster.report.data import CPU_PROVIDER, actor_busy_ratios
+from cluster.report.provenance import provenance_section
+from cluster.report.qc import CSS as QC_CSS
+from cluster.report.qc import qc_sections
+from pipeline.thumbnails import Thumb
+
+# While a job runs, the page reloads itself so a producer can leave it open.
+RUNNING_REFRESH_SECONDS = 30
+
+STAGE_COLOURS = (
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
+    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295",
+)  # fmt: skip
+# The page may use only itself: inline styles, data: images; no script, no network.
+CSP_META = (
+    '<meta http-equiv="Content-Security-Policy" '
+    "content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\">"
+)
+KIND_COLOURS = {"analyze": "#9ecae9", "render": "#2f6fa8"}
+FAILED_COLOUR = "#d62728"
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    return f"{number:,.{digits}f}"
+
+
+CSS = """
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d232a;background:#f5f6f8}
+main{max-width:1200px;margin:0 auto;padding:20px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 10px} h3{font-size:15px;margin:18px 0 8px}
+.meta{color:#5b6570;font-size:12px}
+.banner{display:flex;gap:18px;align-items:center;flex-wrap:wrap;padding:14px 18px;border-radius:8px;color:#fff;margin:14px 0}
+.banner.ok{background:#2e7d32}.banner.failed{background:#c62828}.banner.running{background:#1565c0}
+.banner .big{font-size:24px;font-weight:700}
+.kpi{display:flex;flex-direction:column}.kpi b{font-size:18px}.kpi span{font-size:12px;opacity:.85}
+.warnings{background:#fff4e5;border-left:4px solid #ef6c00;padding:10px 16px;border-radius:4px}
+.warnings li{margin:2px 0}
+table{border-collapse:collapse;width:100%;background:#fff;border-radius:6px;overflow:hidden}
+th,td{padding:7px 10px;text-align:left;border-bottom:1px solid #e6e8eb;vertical-align:top}
+th{background:#eceff3;font-size:12px;text-transform:uppercase;letter-spacing:.03em;color:#44505c}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff}
+.s-published{background:#2e7d32}.s-failed{background:#c62828}.s-skipped{background:#757575}.s-pending{background:#1565c0}
+.cpu{background:#ef6c00}.gpu{background:#6a1b9a}
+.warn{color:#b34700;font-size:12px}
+.card{background:#fff;border-radius:6px;padding:12px 14px;margin:10px 0}
+svg text{font:11px system-ui,sans-serif;fill:#33404d}
+.thumbs{display:flex;flex-wrap:wrap;gap:14px}
+figure{margin:0;background:#fff;border-radius:6px;padding:8px}
+figure .pair{display:flex;gap:6px}
+figure .pair div{display:flex;flex-direction:column;font-size:11px;color:#5b6570}
+figure img{display:block;max-width:240px;height:auto;border:1px solid #d9dde2}
+figcaption{font-size:12px;margin-top:4px;font-weight:600}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:4px;vertical-align:-1px}
+"""
+
+
+def render_html(report: Mapping[str, Any], thumbs: Mapping[str, Sequence[Thumb]]) -> str:
+    """The self-contained page for a report made by :func:`build_report`."""
+    job = report["job"]
+    shots = report["shots"]
+    running = bool(report.get("running"))
+    state = "running" if running else ("ok" if job.get("ok") else "failed")
+    title = f"Recast job {job.get('job_id', '')}"
+    refresh = f'<meta http-equiv="refresh" content="{RUNNING_REFRESH_SECONDS}">' if running else ""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        CSP_META,
+        '<meta name="viewport" content="width=device-width,initial-scale=1">',
+        refresh,
+        f"<title>{_e(title)}</title><style>{CSS}{QC_CSS}</style></head><body><main>",
+        f"<h1>{_e(title)}</h1>",
+        _meta_line(report, job),
+        _banner(job, shots, state, int(report.get("retries", 0))),
+        _warnings(job, shots),
+        "<h2>Shots</h2>",
+        _shot_table(shots),
+        provenance_section(shots),
+        '<h2 id="review">Frames to review</h2>' if any(s.get("qc") for s in shots) else "",
+        qc_sections(shots, thumbs) if any(s.get("qc") for s in shots) else "",
+        "<h2>Where the time went</h2>",
+        _stage_chart(report.get("stage_seconds", {})),
+        "<h2>Chunks per actor</h2>",
+        _timeline_chart(report.get("timeline", [])),
+        "<h2>Before / after</h2>",
+        _thumb_sections(shots, thumbs),
+        "</main></body></html>",
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def _meta_line(report: Mapping[str, Any], job: Mapping[str, Any]) -> str:
+    return (
+        f'<div class="meta">report generated {_e(report.get("generated_at", ""))}'
+        f" · work area {_e(job.get('work_url', ''))}</div>"
+    )
+
+
+def _banner(job: Mapping[str, Any], shots: Sequence[Mapping[str, Any]], state: str, retries: int) -> str:
+    label = {"running": "RUNNING", "ok": "DONE", "failed": "FAILED"}[state]
+    published = sum(1 for s in shots if s.get("status") == "published")
+    first = job.get("first_chunk_seconds")
+    kpis = [
+        (f"{published}/{len(shots)}", "shots published"),
+        (f"{int(job.get('frames', 0)):,}", "frames"),
+        (_num(job.get("fps")), "fps (job)"),
+        (_duration(job.get("wall_seconds")), "wall time"),
+        (str(job.get("actors", 0)), "actors"),
+        (_duration(job.get("setup_seconds")), "set-up"),
+        (_duration(first) if first is not None else "–", "first chunk"),
+        (
+            _duration(job["first_shot_seconds"]) if job.get("first_shot_seconds") is not None else "–",
+            "first shot",
+        ),
+        (str(retries), "retries"),
+    ]
+    cells = "".join(f'<div class="kpi"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for v, k in kpis)
+    return f'<div class="banner {state}"><div class="big">{label}</div>{cells}</div>'
+
+
+def _duration(seconds: Any) -> str:
+    try:
+        s = float(seconds)
+    except (TypeError, ValueError):
+        return "–"
+    if s < 60:
+        return f"{s:.1f} s"
+    minutes, sec = divmod(round(s), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{sec:02d}s" if hours else f"{minutes}m{sec:02d}s"
+
+
+def _warnings(job: Mapping[str, Any], shots: Sequence[Mapping[str, Any]]) -> str:
+    items = [f"<li>{_e(w)}</li>" for w in job.get("warnings", [])]
+    for shot in shots:
+        items += [f"<li><b>{_e(shot.get('name'))}</b>: {_e(w)}</li>" for w in shot.get("warnings", [])]
+    if not items:
+        return '<div class="card">No warnings.</div>'
+    return f'<div class="warnings"><b>Warnings ({len(items)})</b><ul>{"".join(items)}</ul></div>'
+
+
+def _providers_html(providers: Mapping[str, Sequence[str]]) -> str:
+    if not providers:
+        return "–"
+    rows = []
+    for role, ps in sorted(providers.items()):
+        first = ps[0] if ps else "?"
+        cls = "cpu" if first == CPU_PROVIDER else "gpu"
+        short = first.removesuffix("ExecutionProvider")
+        rows.append(f'{_e(role)} <span class="badge {cls}" title="{_e(", ".join(ps))}">{_e(short)}</span>')
+    return "<br>".join(rows)
+
+
+def _shot_table(shots: Sequence[Mapping[str, Any]]) -> str:
+    head = (
+        "<tr><th>Shot</th><th>Status</th><th>Frames</th><th>Chunks</th><th>Faces swapped</th>"
+        "<th>fps</th><th>Time</th><th>Encoder</th><th>Execution providers</th><th>Warnings</th></tr>"
+    )
+    rows = []
+    for s in shots:
+        status = str(s.get("status", "pending"))
+        warnings = "<br>".join(f'<span class="warn">{_e(w)}</span>' for w in s.get("warnings", [])) or "–"
+        rows.append(
+            "<tr>"
+            f'<td><b>{_e(s.get("name"))}</b><div class="meta">{_e(s.get("output_url", ""))}</div></td>'
+            f'<td><span class="badge s-{_e(status)}">{_e(status)}</span></td>'
+            f'<td class="n">{int(s.get("frames", 0)):,}</td>'
+            f'<td class="n">{int(s.get("chunks", 0))}</td>'
+            f'<td class="n">{int(s.get("faces_swapped", 0)):,}</td>'
+            f'<td class="n">{_num(s.get("fps"))}</td>'
+            f'<td class="n">{_duration(s.get("seconds"))}</td>'
+            f"<td>{_e(s.get('encoder') or '–')}</td>"
+            f"<td>{_providers_html(s.get('providers') or {})}</td>"
+            f"<td>{warnings}</td></tr>"
+        )
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _stage_chart(stages: Mapping[str, float]) -> str:
+    """Horizontal bars, longest first, with seconds and share of the total."""
+    items = sorted(
+        ((k, float(v)) for k, v in stages.items() if "." not in k and v > 0), key=lambda kv: -kv[1]
+    )
+    if not items:
+        return '<div class="card">No stage timings yet.</div>'
+    total = sum(v for _, v in items)
+    longest = items[0][1]
+    row_h, label_w, bar_w, width = 24, 130, 720, 1000
+    height = row_h * len(items) + 8
+    rects = []
+    for i, (name, value) in enumerate(items):
+        y = 4 + i * row_h
+        w = max(1.0, bar_w * value / longest)
+        colour = STAGE_COLOURS[i % len(STAGE_COLOURS)]
+        rects.append(
+            f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end">{_e(name)}</text>'
+            f'<rect x="{label_w}" y="{y + 3}" width="{w:.1f}" height="{row_h - 8}" rx="2" fill="{colour}">'
+            f"<title>{_e(name)}: {value:.2f} s</title></rect>"
+            f'<text x="{label_w + w + 6:.1f}" y="{y + 15}">{value:,.1f} s ({100 * value / total:.0f} %)</text>'
+        )
+    return (
+        '<div class="card"><div class="meta">actor-seconds summed over chunks, plus driver stages '
+        f"(total {total:,.1f} s)</div>"
+        f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="stage time breakdown">'
+        f"{''.join(rects)}</svg></div>"
+    )
+
+
+def _ticks(span: float) -> list[float]:
+    """About eight round tick positions covering ``[0, span]``."""
+    if span <= 0:
+        return [0.0]
+    raw = span / 8
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    return [i * step for i in range(int(span / step) + 1)]
+
+
+def _timeline_chart(entries: Sequence[Mapping[str, Any]]) -> str:
+    """One lane per actor; each piece of work a bar from start to end, labelled shot/chunk."""
+    if not entries:
+        return '<div class="card">No chunks have run yet.</div>'
+    actors = sorted({e["actor"] for e in entries})
+    shots = list(dict.fromkeys(e["shot"] for e in entries))
+    # Times are from the job's start: drawing from 0 shows set-up as the empty space on the left.
+    t0 = min(0.0, min(e["start"] for e in entries))
+    span = max(max(e["end"] for e in entries) - t0, 1e-3)
+    label_w, plot_w, lane_h, top = 150, 820, 30, 22
+    width = label_w + plot_w + 20
+    height = top + lane_h * len(actors) + 10
+
+    def x(t: float) -> float:
+        return label_w + plot_w * (t - t0) / span
+
+    busy = actor_busy_ratios(entries)
+    out = []
+    for tick in _ticks(span):
+        tx = x(t0 + tick)
+        out.append(
+            f'<line x1="{tx:.1f}" y1="{top - 4}" x2="{tx:.1f}" y2="{height - 8}" stroke="#e3e6ea"/>'
+            f'<text x="{tx:.1f}" y="{top - 8}" text-anchor="middle">{tick:g} s</text>'
+        )
+    by_actor: dict[str, list[Mapping[str, Any]]] = {}
+    for e in entries:
+        by_actor.setdefault(e["actor"], []).append(e)
+    for lane, actor in enumerate(actors):
+        y = top + lane * lane_h
+        out.append(
+            f'<text x="{label_w - 8}" y="{y + 19}" text-anchor="end">{_e(actor)} '
+            f"({100 * busy.get(actor, 0.0):.0f}% busy)</text>"
+        )
+        for e in by_actor[actor]:
+            x0, x1 = x(e["start"]), x(e["end"])
+            colour = FAILED_COLOUR if not e["ok"] else KIND_COLOURS.get(e["kind"], "#888")
+            label = f"{e['shot']} #{e['chunk']}"
+            if len(shots) == 1:
+                label = f"#{e['chunk']}"
+            tip = (
+                f"{e['kind']} {e['shot']} chunk {e['chunk']} on {actor}: "
+                f"{e['start']:.1f}-{e['end']:.1f} s ({e['end'] - e['start']:.1f} s)"
+                + ("" if e["ok"] else f" FAILED (attempt {e['attempt']})")
+            )
+            out.append(
+                f'<rect x="{x0:.1f}" y="{y + 4}" width="{max(1.0, x1 - x0):.1f}" height="{lane_h - 8}" rx="2" '
+                f'fill="{colour}" stroke="#fff"><title>{_e(tip)}</title></rect>'
+            )
+            if x1 - x0 > 7 * len(label) and e["kind"] == "render":
+                out.append(
+                    f'<text x="{(x0 + x1) / 2:.1f}" y="{y + 19}" text-anchor="middle" '
+                    f'style="fill:#fff">{_e(label)}</text>'
+                )
+    legend = "".join(
+        f'<span><i style="background:{c}"></i>{_e(k)}</span>'
+        for k, c in (*KIND_COLOURS.items(), ("failed", FAILED_COLOUR))
+    )
+    return (
+        f'<div class="card"><div class="legend">{legend}</div>'
+        f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="chunks per actor">'
+        f"{''.join(out)}</svg></div>"
+    )
+
+
+def _data_uri(jpeg: bytes) -> str:
+    return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
+
+
+def _thumb_sections(shots: Sequence[Mapping[str, Any]], thumbs: Mapping[str, Sequence[Thumb]]) -> str:
+    out = []
+    for shot in shots:
+        name = str(shot.get("name", ""))
+        items = sorted(thumbs.get(name, ()), key=lambda t: t.frame)
+        if not items:
+            continue
+        frames = {t.frame for t in items}
+        figures = []
+        for t in items:
+            if t.frame == 0:
+                caption = "first frame"
+            elif t.frame + 1 in frames:
+                caption = f"frame {t.frame}: last before a chunk boundary"
+            elif t.frame - 1 in frames:
+                caption = f"frame {t.frame}: first after a chunk boundary"
+            else:
+                caption = f"frame {t.frame}"
+            figures.append(
+                '<figure><div class="pair">'
+                f'<div>before<img src="{_data_uri(t.before_jpeg)}" alt="{_e(name)} frame {t.frame} source"></div>'
+                f'<div>after<img src="{_data_uri(t.after_jpeg)}" alt="{_e(name)} frame {t.frame} rendered"></div>'
+                f"</div><figcaption>{_e(caption)}</figcaption></figure>"
+            )
+        out.append(f'<h3>{_e(name)}</h3><div class="thumbs">{"".join(figures)}</div>')
+    return "".join(out) or '<div class="card">No thumbnails.</div>'

@@ -1,0 +1,190 @@
+"""The report's QC section: per shot, the frames to review and a strip chart of the shot.
+
+Reads each shot's ``qc`` (``ShotQC.to_dict()``) and ``review`` rows (from
+:func:`cluster.report.data.review_rows`).  Like the rest of the page: inline SVG,
+``data:`` images, no script.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipeline.thumbnails import Thumb
+
+CSS = """
+.qc h3{margin-top:4px}
+.qc .counts span{display:inline-block;margin-right:12px;font-size:12px}
+.qc table img{display:block;max-width:160px;height:auto;border:1px solid #d9dde2}
+.qc .pair{display:flex;gap:4px}
+.sev{display:inline-block;min-width:38px;text-align:center;border-radius:8px;color:#fff;font-size:12px;font-weight:600}
+"""
+
+STATE_COLOURS = {
+    "replaced": "#59a14f",
+    "bridged": "#edc948",
+    "hidden": "#bab0ac",
+    "unreplaced": "#d62728",
+}
+LINE_COLOUR = "#2f6fa8"
+FLAG_COLOUR = "#d62728"
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _data_uri(jpeg: bytes) -> str:
+    return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
+
+
+def _severity_colour(severity: float) -> str:
+    return "#c62828" if severity >= 0.8 else "#ef6c00" if severity >= 0.5 else "#757575"
+
+
+def qc_sections(shots: Sequence[Mapping[str, Any]], thumbs: Mapping[str, Sequence[Thumb]]) -> str:
+    """One card per shot that has QC; a line saying so when none has."""
+    cards = [
+        _shot_card(i, shot, {t.frame: t for t in thumbs.get(str(shot.get("name", "")), ())})
+        for i, shot in enumerate(shots)
+        if shot.get("qc")
+    ]
+    return "".join(cards) or '<div class="card">No QC in this report.</div>'
+
+
+def _shot_card(index: int, shot: Mapping[str, Any], thumbs: Mapping[int, Thumb]) -> str:
+    qc = shot["qc"]
+    name = str(shot.get("name", ""))
+    counts = {k: int(v) for k, v in qc.get("counts", {}).items()}
+    total = sum(counts.values())
+    count_html = (
+        "".join(f"<span><b>{v}</b> {_e(k)}</span>" for k, v in counts.items() if v) or "nothing flagged"
+    )
+    rows = shot.get("review", [])
+    table = _review_table(name, rows, thumbs) if rows else '<div class="meta">No frames to review.</div>'
+    more = (
+        f'<div class="meta">showing the {len(rows)} worst of {total} flags (all are in report.json)</div>'
+        if total > len(rows)
+        else ""
+    )
+    return (
+        f'<div class="card qc" id="qc-{index}" data-shot="{_e(name)}">'
+        f"<h3>{_e(name)}: {total} to review</h3>"
+        f'<div class="counts">{count_html}</div>'
+        f"{_strip_chart(name, qc)}{more}{table}</div>"
+    )
+
+
+def _review_table(name: str, rows: Sequence[Mapping[str, Any]], thumbs: Mapping[int, Thumb]) -> str:
+    head = (
+        "<tr><th>Frames</th><th>Track</th><th>Reason</th><th>Severity</th><th>Value / threshold</th>"
+        "<th>Detail</th><th>Before / after</th></tr>"
+    )
+    body = []
+    for row in rows:
+        frames = f"{row['first']}" if row["first"] == row["last"] else f"{row['first']}–{row['last']}"
+        severity = float(row.get("severity", 0.0))
+        thumb = thumbs.get(row["thumbnail"]) if row.get("thumbnail") is not None else None
+        picture = "–"
+        if thumb is not None:
+            alt = f"{name} position {thumb.frame}"
+            picture = (
+                f'<div class="pair"><img src="{_data_uri(thumb.before_jpeg)}" alt="{_e(alt)} source">'
+                f'<img src="{_data_uri(thumb.after_jpeg)}" alt="{_e(alt)} rendered"></div>'
+            )
+        boundary = " (chunk boundary)" if row.get("extra", {}).get("chunk_boundary") else ""
+        body.append(
+            '<tr class="flag">'
+            f"<td>{_e(frames)}</td><td>{_e('–' if row.get('track') is None else row['track'])}</td>"
+            f"<td>{_e(row['reason'])}{_e(boundary)}</td>"
+            f'<td><span class="sev" style="background:{_severity_colour(severity)}">{severity:.2f}</span></td>'
+            f'<td class="n">{float(row["value"]):.3g} / {float(row["threshold"]):.3g}</td>'
+            f"<td>{_e(row.get('detail', ''))}</td><td>{picture}</td></tr>"
+        )
+    return f"<table>{head}{''.join(body)}</table>"
+
+
+def _state_runs(coverage: Mapping[str, Sequence[int]], n: int) -> list[tuple[int, int, str]]:
+    """Runs ``[a, b)`` of frames with the same worst coverage state ('' where no replaced face)."""
+    states = []
+    for i in range(n):
+        worst = ""
+        for state in STATE_COLOURS:  # later states are worse
+            values = coverage.get(state, ())
+            if i < len(values) and values[i]:
+                worst = state
+        states.append(worst)
+    out: list[tuple[int, int, str]] = []
+    for i, state in enumerate(states):
+        if out and out[-1][2] == state and out[-1][1] == i:
+            out[-1] = (out[-1][0], i + 1, state)
+        else:
+            out.append((i, i + 1, state))
+    return [r for r in out if r[2]]
+
+
+def _strip_chart(name: str, qc: Mapping[str, Any]) -> str:
+    """Identity similarity (line, 0-1) over the frames, flagged frames shaded, coverage as a band."""
+    series = qc.get("series", {})
+    numbers = list(series.get("numbers", []))
+    n = len(numbers)
+    if n == 0:
+        return ""
+    label_w, plot_w, top, plot_h, band_h = 90, 880, 14, 80, 14
+    width, height = label_w + plot_w + 20, top + plot_h + band_h + 34
+    index = {int(v): i for i, v in enumerate(numbers)}
+
+    def x(i: float) -> float:
+        return label_w + plot_w * i / max(n, 1)
+
+    def y(sim: float) -> float:
+        return top + plot_h * (1.0 - min(max(sim, 0.0), 1.0))
+
+    out = [
+        f'<rect x="{label_w}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafbfc" stroke="#e3e6ea"/>',
+        f'<text x="{label_w - 6}" y="{top + 10}" text-anchor="end">similarity 1</text>',
+        f'<text x="{label_w - 6}" y="{top + plot_h}" text-anchor="end">0</text>',
+    ]
+    for flag in qc.get("flags", []):
+        a, b = index.get(int(flag["first"])), index.get(int(flag["last"]))
+        if a is None or b is None:
+            continue
+        out.append(
+            f'<rect x="{x(a):.1f}" y="{top}" width="{max(1.0, x(b + 1) - x(a)):.1f}" height="{plot_h}" '
+            f'fill="{FLAG_COLOUR}" fill-opacity="0.15"><title>{_e(flag["reason"])} {flag["first"]}–'
+            f"{flag['last']}</title></rect>"
+        )
+    thresholds = {float(f["threshold"]) for f in qc.get("flags", []) if f["reason"] == "low_identity"}
+    for t in sorted(thresholds):
+        out.append(
+            f'<line x1="{label_w}" x2="{label_w + plot_w}" y1="{y(t):.1f}" y2="{y(t):.1f}" '
+            f'stroke="{FLAG_COLOUR}" stroke-dasharray="4 3"/>'
+        )
+    for key, dash in (("similarity_after", ""), ("similarity_before", ' stroke-dasharray="2 2"')):
+        points = [
+            f"{x(i + 0.5):.1f},{y(float(v)):.1f}" for i, v in enumerate(series.get(key, [])) if v is not None
+        ]
+        if points:
+            out.append(
+                f'<polyline points="{" ".join(points)}" fill="none" stroke="{LINE_COLOUR}" '
+                f'stroke-width="1.5"{dash}><title>{_e(key)}</title></polyline>'
+            )
+    band_y = top + plot_h + 4
+    out.append(f'<text x="{label_w - 6}" y="{band_y + 11}" text-anchor="end">coverage</text>')
+    for a, b, state in _state_runs(series.get("coverage", {}), n):
+        out.append(
+            f'<rect x="{x(a):.1f}" y="{band_y}" width="{max(1.0, x(b) - x(a)):.1f}" height="{band_h}" '
+            f'fill="{STATE_COLOURS[state]}"><title>{_e(state)} {numbers[a]}–{numbers[b - 1]}</title></rect>'
+        )
+    axis_y = band_y + band_h + 14
+    out.append(f'<text x="{label_w}" y="{axis_y}">{numbers[0]}</text>')
+    out.append(f'<text x="{label_w + plot_w}" y="{axis_y}" text-anchor="end">{numbers[-1]}</text>')
+    legend = "".join(f'<span><i style="background:{c}"></i>{_e(k)}</span>' for k, c in STATE_COLOURS.items())
+    return (
+        f'<div class="legend">{legend}<span>line: similarity after (dashed: before); '
+        "shaded: flagged frames</span></div>"
+        f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'aria-label="{_e(name)} identity similarity and coverage per frame">{"".join(out)}</svg>'
+    )

@@ -1,0 +1,118 @@
+"""The calls the driver makes on render actors, and results an earlier run left, as values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.results import SegmentResult
+from cluster.schedule.planner import ChunkRender
+from cluster.schedule.shot_run import ShotRun
+from cluster.schedule.work_queue import WorkItem
+from cluster.spec.job import JobSpec
+from cluster.state.manifest import RenderRecord
+from pipeline.chunking import Chunk
+from pipeline.encode import EncoderChoice
+from pipeline.faces.types import FaceTask
+
+
+def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResult:
+    """A segment committed by an earlier run, as if just rendered."""
+    extra: dict[str, Any] = {"frame_files": list(record.frame_files)} if record.frame_files else {}
+    if record.passes:
+        extra["passes"] = dict(record.passes)
+    if record.qc:
+        extra["qc"] = list(record.qc)
+    if record.watermark is not None:
+        extra["watermark"] = record.watermark
+    return SegmentResult(
+        chunk_index=record.chunk,
+        url=record.segment_url,
+        sha256=record.sha256,
+        bytes=record.bytes,
+        frames=record.frames,
+        faces_swapped=record.faces_swapped,
+        stage_seconds={},
+        providers={},
+        encoder=encoder.name,
+        actor=record.actor or "manifest",
+        wall_seconds=0.0,
+        extra=extra,
+    )
+
+
+def segment_record(result: SegmentResult, key: str) -> RenderRecord:
+    """The record that commits a segment just rendered under ``key`` (the inverse of :func:`reused_segment`)."""
+    return RenderRecord(
+        chunk=result.chunk_index,
+        key=key,
+        segment_url=result.url,
+        sha256=result.sha256,
+        bytes=result.bytes,
+        frames=result.frames,
+        faces_swapped=result.faces_swapped,
+        actor=result.actor,
+        frame_files=tuple(tuple(f) for f in result.extra.get("frame_files", ())),
+        passes=dict(result.extra.get("passes", {})),
+        qc=tuple(result.extra.get("qc", ())),
+        watermark=result.extra.get("watermark"),
+    )
+
+
+def segment_sha256(segments: list[SegmentResult]) -> dict[str, str]:
+    """URL -> recorded sha256 of every segment and pass segment of a video shot (checked at the merge)."""
+    out = {s.url: s.sha256 for s in segments}
+    for s in segments:
+        out.update({str(entry[0]): str(entry[2]) for entry in s.extra.get("passes", {}).values()})
+    return out
+
+
+def adapter_identities(spec: JobSpec, tasks: list[list[FaceTask]]) -> tuple[str, ...]:
+    """Identities with an adapter that a chunk renders: actors that hold them are preferred."""
+    idents = spec.identities
+    names = {task.identity for frame in tasks for task in frame}
+    return tuple(sorted(n for n in names if n in idents and idents[n].adapter is not None))
+
+
+_RENDER, _ANALYZE = 0, 1  # render work first: it finishes shots
+
+
+def analysis_item(run: ShotRun, chunk: Chunk) -> WorkItem:
+    """The analysis of ``chunk``: after every pending render, the longest shots first."""
+    return WorkItem(
+        priority=(_ANALYZE, run.rank, chunk.index),
+        kind="analyze",
+        shot=run.name,
+        chunk=chunk.index,
+        call=analyze_call(run, chunk),
+    )
+
+
+def render_item(run: ShotRun, render: ChunkRender, segment_url: str, spec: JobSpec) -> WorkItem:
+    """The render of a planned chunk, preferably on the actor that analysed it (when idle)."""
+    chunk = render.chunk
+    return WorkItem(
+        priority=(_RENDER, run.rank, chunk.index),
+        affinity=adapter_identities(spec, render.tasks),
+        prefer=run.analysed_by.get(chunk.index),
+        kind="render",
+        shot=run.name,
+        chunk=chunk.index,
+        call=render_call(run, chunk, render.tasks, segment_url, spec.output.compression),
+    )
+
+
+def analyze_call(run: ShotRun, chunk: Chunk) -> Any:
+    url, info = run.shot.ref.url, run.info_ref
+    return lambda actor: actor.analyze_chunk.remote(url, info, chunk)
+
+
+def render_call(
+    run: ShotRun, chunk: Chunk, tasks: list[list[FaceTask]], segment_url: str, compression: str | None
+) -> Any:
+    url, info, encoder, faces = run.shot.ref.url, run.info_ref, run.encoder, run.shot.settings.faces
+    if run.shot.is_sequence:
+        passes = run.shot.pass_urls
+        return lambda actor: actor.render_frames.remote(
+            url, info, chunk, tasks, segment_url, faces, compression, passes
+        )
+    return lambda actor: actor.render_chunk.remote(url, info, chunk, tasks, encoder, segment_url, faces)

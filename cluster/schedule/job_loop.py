@@ -1,0 +1,370 @@
+"""The driver's event loop: dispatch analyses, chain tracking, plan faces, dispatch renders, merge.
+
+Analyses of every chunk are dispatched at once; as each comes back, the shot's
+tracker is chained through every analysed chunk that follows the last tracked
+one; when a shot is fully tracked its faces are planned and its renders
+dispatched; when all its segments are committed it is merged and published on
+the publisher's threads.  Renders go before analyses (they finish shots; see :mod:`cluster.schedule.work_queue`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future
+from concurrent.futures import wait as wait_futures
+from typing import Any
+
+import numpy as np
+from ray.exceptions import RayActorError
+
+from actors.results import ChunkAnalysis, SegmentResult
+from cluster.checks.prepare import PreparedJob
+from cluster.checks.provenance import JobProvenance
+from cluster.publish.merge import Published, Publisher
+from cluster.publish.sequences import complete_sequence
+from cluster.schedule.calls import analysis_item, render_item, reused_segment, segment_record, segment_sha256
+from cluster.schedule.dispatch import Dispatcher, Elasticity, Outcome
+from cluster.schedule.observer import JobObserver, ShotSource
+from cluster.schedule.planner import ChunkRender, ShotPlanner, ShotRenders
+from cluster.schedule.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
+from cluster.schedule.shot_finish import finish_qc, measures_of, write_tracks
+from cluster.schedule.shot_run import ShotRun, log_progress
+from cluster.state.ledger import Ledger
+from pipeline import storage
+from pipeline.chunking import Chunk
+from pipeline.errors import ChecksumError
+from pipeline.thumbnails import boundary_frames
+from pipeline.tracking import track_chunk
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_EVERY_SECONDS = 10.0
+REPOLL_AFTER_SECONDS = 0.002
+TURN_SECONDS = 0.5
+"""While results keep coming, finished plans and merges are taken at least this often."""
+WORK_ATTEMPTS = 2
+"""Tries of a chunk whose work raised (not a lost actor): a deterministic failure then fails its shot."""
+
+
+class JobLoop:
+    """One run of a prepared job on a warm actor pool; :meth:`run` returns when every shot is done."""
+
+    def __init__(
+        self,
+        prepared: PreparedJob,
+        *,
+        ledger: Ledger,
+        observer: JobObserver,
+        provenance: JobProvenance,
+        publisher: Publisher,
+        pool: ActorPool,
+        starting: dict[str, Any],
+        runs: list[ShotRun],
+        embeddings: dict[str, np.ndarray],
+    ) -> None:
+        self.spec = prepared.spec
+        self.prepared = prepared
+        self.ledger = ledger
+        self.observer = observer
+        self.provenance = provenance
+        self.publisher = publisher
+        self.runs = runs
+        self.by_name = {r.name: r for r in runs}
+        self.merging: dict[str, Future[Published]] = {}
+        self.planner = ShotPlanner(prepared, ledger, embeddings)
+        self.planning: dict[str, Future[ShotRenders]] = {}
+        self.open_shots = len(runs)
+        self.unplanned_chunks = sum(r.renders for r in runs)
+        """Chunks whose renders are not dispatched yet: actors are kept for them."""
+        self.dispatcher = Dispatcher(
+            pool.actors,
+            max_inflight=self.spec.resources.max_inflight_per_actor,
+            replace_actor=pool.start,
+            on_retry=observer.retried,
+            starting=starting,
+            elastic=Elasticity(
+                start_actor=lambda: pool.start(""),
+                ready_call=ready_ref,
+                max_actors=pool.plan.actors,
+                idle_release_seconds=IDLE_RELEASE_SECONDS,
+                upcoming=lambda: self.unplanned_chunks,
+            ),
+            order=self.spec.resources.dispatch_order,
+        )
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        for run in self.runs:
+            run.started_at = time.perf_counter()
+            for chunk in run.shot.plan.chunks:
+                if not self._reuse_analysis(run, chunk):
+                    self.dispatcher.submit(analysis_item(run, chunk))
+            self._track_ready(run)
+        try:
+            self._loop()
+        finally:
+            self.planner.close()
+        # Actors that joined later (e.g. on new nodes) too.
+        self.observer.actors_joined(list(self.dispatcher.infos.values()))
+
+    def _loop(self) -> None:
+        """Handle results one by one; between them, hand freed actors their next work and, every
+        ``TURN_SECONDS``, take finished plans and merges, so no backlog holds an actor idle."""
+        outcomes: deque[Outcome] = deque()
+        last_turn = last_progress = time.perf_counter()
+        while self.open_shots:
+            if not outcomes:
+                if self.dispatcher.idle:
+                    # Only plans and merges are left: sleep on them (their threads need the GIL).
+                    waiting: list[Future[Any]] = [*self.planning.values(), *self.merging.values()]
+                    if not waiting:
+                        raise RuntimeError("driver stalled: no work in flight, no plan or merge running")
+                    wait_futures(waiting, timeout=0.5, return_when=FIRST_COMPLETED)
+                self._take_finished_threads()
+                last_turn = time.perf_counter()
+                outcomes.extend(self.dispatcher.wait(timeout=0.05 if self.planning or self.merging else 0.5))
+            else:
+                started = time.perf_counter()
+                self._handle(outcomes.popleft())
+                now = time.perf_counter()
+                if now - started > REPOLL_AFTER_SECONDS:
+                    # Handling took a while: actors that finished meanwhile get their next work now.
+                    outcomes.extend(self.dispatcher.wait(timeout=0))
+                if now - last_turn > TURN_SECONDS:
+                    self._take_finished_threads()
+                    last_turn = now
+            if time.perf_counter() - last_progress >= PROGRESS_EVERY_SECONDS:
+                last_progress = time.perf_counter()
+                log_progress(self.runs, self.dispatcher, self.observer.elapsed())
+                self.observer.write_report(finished=False)
+
+    def _take_finished_threads(self) -> None:
+        """Dispatch the renders of shots the planner finished; publish the shots whose merge finished."""
+        for name in [n for n, f in self.planning.items() if f.done()]:
+            run = self.by_name[name]
+            renders = self.planning.pop(name).result()  # a planning error is a bug: it ends the job
+            if not run.done:
+                self._dispatch_renders(run, renders)
+        for name in [n for n, f in self.merging.items() if f.done()]:
+            self._finish_merge(self.by_name[name], self.merging.pop(name))
+
+    def _handle(self, outcome: Outcome) -> None:
+        item = outcome.item
+        run = self.by_name[item.shot]
+        # The actor's own run time when known (excludes waiting behind its previous call).
+        busy = outcome.seconds
+        if isinstance(outcome.value, SegmentResult):
+            busy = outcome.value.wall_seconds
+        elif isinstance(outcome.value, ChunkAnalysis):
+            busy = outcome.value.stage_seconds.get("wall", busy)
+        self.observer.work_finished(item, busy, ok=outcome.error is None)
+        if run.done:
+            return  # the shot already failed; late results are dropped
+        error = outcome.error
+        if error is None and item.kind == "render":
+            error = self._commit_segment(run, outcome.value)
+        if error is not None:
+            if item.attempts < WORK_ATTEMPTS and not isinstance(error, RayActorError):
+                # Maybe transient (a storage hiccup); a deterministic failure fails again, and then the shot.
+                logger.warning(
+                    "%s of %s chunk %d failed (attempt %d): %s; trying again",
+                    item.kind, item.shot, item.chunk, item.attempts, error,
+                )  # fmt: skip
+                self.dispatcher.submit(item)
+                self.observer.retried(item)
+                return
+            tries = f" after {item.attempts} tries" if item.attempts > 1 else ""
+            self._fail(run, f"{item.kind} of chunk {item.chunk} failed{tries}: {error}")
+            self.dispatcher.drop(item.shot)
+            return
+        if item.kind == "analyze":
+            analysis: ChunkAnalysis = outcome.value
+            index = analysis.chunk_index
+            self.ledger.commit_analysis(
+                run.name, index, run.shot.analysis_keys[index], analysis.faces, analysis.actor
+            )
+            run.add_analysis(analysis)
+            self.observer.analysis_done(run.name, analysis)
+            self._track_ready(run)
+        else:
+            result: SegmentResult = outcome.value
+            run.segments[result.chunk_index] = result
+            frames = result.frames
+            self.observer.segment_done(run.name, result, outcome.seconds, frames)
+            if len(run.segments) == run.renders:
+                self._start_merge(run)
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def _reuse_analysis(self, run: ShotRun, chunk: Chunk) -> bool:
+        """Take chunk's faces from the manifest when an earlier run committed them for the same key."""
+        faces = self.ledger.analysis(
+            run.name, chunk.index, run.shot.analysis_keys[chunk.index], chunk.frame_count
+        )
+        if faces is None:
+            return False
+        run.add_analysis(ChunkAnalysis(chunk.index, chunk.start_frame, faces, {}, "manifest"))
+        self.observer.analysis_reused(run.name)
+        return True
+
+    def _commit_segment(self, run: ShotRun, result: SegmentResult) -> BaseException | None:
+        """Check the uploaded segment, then record it (the commit); returns the error if it is not right."""
+        return self.ledger.commit_segment(
+            run.name, segment_record(result, run.render_keys[result.chunk_index])
+        )
+
+    def _track_ready(self, run: ShotRun) -> None:
+        """Track every analysed chunk that follows the last tracked one, in order; plan once all are."""
+        started = time.perf_counter()
+        while run.next_to_track in run.analyses:
+            index = run.next_to_track
+            analysis = run.analyses.pop(index)
+            state_in = run.tracker_state.to_dict() if run.tracker_state is not None else None
+            key = self.prepared.keys.track(run.shot.analysis_keys[index], state_in)
+            committed = self.ledger.tracking(run.name, index, key, len(analysis.faces))
+            if committed is not None:
+                ids, run.tracker_state = committed
+            else:
+                ids, run.tracker_state = track_chunk(
+                    analysis.faces, analysis.start_frame, self.spec.tracking, run.tracker_state
+                )
+                self.ledger.commit_tracking(run.name, index, key, state_in, run.tracker_state, ids)
+            run.faces.extend(analysis.faces)
+            run.track_ids.extend(ids)
+            self.observer.tracked(run.name, analysis.face_count)
+            run.next_to_track += 1
+        self.observer.stage(run.name, "track", time.perf_counter() - started)
+        if run.next_to_track == run.chunks:
+            # Handed over to the planner thread; the driver keeps no copy.
+            self.planning[run.name] = self.planner.submit(run, run.faces, run.track_ids)
+            run.faces, run.track_ids = [], []
+
+    def _dispatch_renders(self, run: ShotRun, renders: ShotRenders) -> None:
+        """Submit the renders of a planned shot; segments an earlier run committed are taken as they are."""
+        self.observer.faces_planned(run.name, renders.tracks)
+        run.track_frames, run.qc_plan = renders.track_frames, renders.qc
+        self.observer.stage(run.name, "plan", renders.seconds)
+        self.unplanned_chunks -= run.renders
+        for render in renders.chunks:
+            chunk, key = render.chunk, render.key
+            run.render_keys[chunk.index] = key
+            run.planned_renders[chunk.index] = render
+            if render.committed is not None:
+                run.segments[chunk.index] = reused_segment(render.committed, run.encoder)
+                run.reused.add(chunk.index)
+                self.observer.segment_reused(run.name, render.committed, chunk.frame_count)
+                continue
+            self._submit_render(run, render)
+        if len(run.segments) == run.renders:
+            self._start_merge(run)
+
+    def _submit_render(self, run: ShotRun, render: ChunkRender) -> None:
+        url = run.segment_url(self.prepared.work_url, render.chunk.index, render.key)
+        self.dispatcher.submit(render_item(run, render, url, self.spec))
+
+    def _render_again(self, run: ShotRun, url: str) -> bool:
+        """A segment changed since it was committed (found at the merge): render its chunk again and merge
+        once more.  False when the URL is no segment of the shot, or the merge was retried already."""
+        index = next((i for i, s in run.segments.items() if url in segment_sha256([s])), None)
+        if index is None or run.merge_retried:
+            return False
+        run.merge_retried = True
+        warning = (
+            f"{run.name} chunk {index}: segment {url} does not match its recorded sha256; rendered again"
+        )
+        logger.warning("%s", warning)
+        self.observer.segment_rejected(run.name, run.segments.pop(index), index in run.reused, warning)
+        run.reused.discard(index)
+        self._submit_render(run, run.planned_renders[index])
+        return True
+
+    def _start_merge(self, run: ShotRun) -> None:
+        segments = [run.segments[c.index] for c in run.shot.renders]
+        self.observer.set_chunk_actors(run.name, [s.actor for s in segments])
+        ref, pass_urls = run.shot.ref, run.shot.pass_urls
+        layers = [name for name in pass_urls if name != "tracks"]
+        if run.shot.is_sequence:
+            written = {int(n): (h, b) for s in segments for n, h, b in s.extra.get("frame_files", ())}
+            passes = {
+                name: (
+                    pass_urls[name],
+                    {int(n): (h, b) for s in segments for n, h, b in s.extra["passes"][name][1]},
+                )
+                for name in layers
+            }
+            self.merging[run.name] = self.publisher.submit_call(
+                complete_sequence, run.shot.info, ref.output_url, written, passes
+            )
+            return
+        window = None if run.shot.window.whole else run.shot.window.delivered
+        self.merging[run.name] = self.publisher.submit(
+            [s.url for s in segments],
+            run.shot.info,
+            ref.output_url,
+            ref.url,
+            self.provenance.signing(ref.output_url),
+            window,
+            {name: ([s.extra["passes"][name][0] for s in segments], pass_urls[name]) for name in layers},
+            segment_sha256(segments),
+        )
+
+    def _finish_merge(self, run: ShotRun, future: Future[Published]) -> None:
+        try:
+            published = future.result()
+        except ChecksumError as exc:
+            if not self._render_again(run, exc.url):
+                self._fail(run, f"merge failed: {exc}")
+            return
+        except Exception as exc:  # noqa: BLE001 - fails this shot only
+            self._fail(run, f"merge failed: {exc}")
+            return
+        run.done = True
+        self.open_shots -= 1
+        ref = run.shot.ref
+        measures = measures_of(run)
+        pass_files = {name: p.sha256 for name, p in published.passes.items()}
+        if "tracks" in run.shot.pass_urls:
+            pass_files.update(write_tracks(run, run.shot.pass_urls["tracks"], measures))
+        self.observer.shot_qc(run.name, finish_qc(run, measures, self.spec.qc), self.spec.qc)
+        # Recorded first: a driver killed after this point finds the output as its own on resume.
+        self.ledger.shot_published(
+            run.name,
+            spec_key=run.shot.spec_key,
+            output_url=ref.output_url,
+            sha256=published.sha256,
+            fingerprint=published.fingerprint,
+            frames=published.stats.frames,
+            render_keys=[run.render_keys[c.index] for c in run.shot.renders],
+            frame_sha256=published.frame_sha256,
+            passes=pass_files,
+        )
+        self.observer.shot_published(
+            ShotSource(
+                ref.name,
+                ref.url,
+                ref.output_url,
+                run.shot.info,
+                boundary_frames(run.shot.renders),
+                offset=0 if run.shot.is_sequence else run.shot.window.delivered[0],
+            ),
+            frames=published.stats.frames,
+            output_bytes=published.stats.bytes,
+            sha256=published.sha256,
+            merge_seconds=published.stats.seconds,
+            wall=time.perf_counter() - run.started_at,
+        )
+        # The output is published and recorded: its segments are no longer needed (the records stay).
+        if not run.shot.is_sequence:
+            self.publisher.remove_later(storage.join(self.prepared.work_url, "segments", run.name))
+
+    def _fail(self, run: ShotRun, message: str) -> None:
+        if not run.done:
+            run.done = True
+            self.open_shots -= 1
+            if not run.render_keys:  # its renders were never dispatched
+                self.unplanned_chunks -= run.renders
+        self.observer.shot_failed(run.name, message, time.perf_counter() - run.started_at)
+        self.ledger.shot_failed(run.name, spec_key=run.shot.spec_key, error=message)

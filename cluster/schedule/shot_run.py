@@ -1,0 +1,107 @@
+"""Driver-side state of one shot while its job runs."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from actors.results import ChunkAnalysis, SegmentResult
+from cluster.checks.prepare import PlannedShot
+from cluster.state.keys import RenderKey
+from cluster.state.segment_record import SegmentHome
+from pipeline import storage
+from pipeline.encode import EncoderChoice
+from pipeline.faces.types import Face
+from pipeline.tracking import TrackerState
+
+if TYPE_CHECKING:
+    from cluster.schedule.dispatch import Dispatcher
+    from cluster.schedule.planner import ChunkRender
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ShotRun:
+    """Driver-side state of one shot while the job runs."""
+
+    shot: PlannedShot
+    rank: int
+    """0 = the most work."""
+    encoder: EncoderChoice
+    info_ref: Any
+    """The VideoInfo put in the object store once, not pickled per call."""
+    started_at: float = field(default_factory=time.perf_counter)
+    analyses: dict[int, ChunkAnalysis] = field(default_factory=dict)
+    next_to_track: int = 0
+    tracker_state: TrackerState | None = None
+    """The state out of the last tracked chunk (None before the first)."""
+    faces: list[list[Face]] = field(default_factory=list)
+    track_ids: list[list[int]] = field(default_factory=list)
+    render_keys: dict[int, RenderKey] = field(default_factory=dict)
+    segments: dict[int, SegmentResult] = field(default_factory=dict)
+    done: bool = False
+    track_frames: list[Any] = field(default_factory=list)
+    """The ``tracks`` pass's records, from planning until the shot is published."""
+    qc_plan: Any = None
+    """QC's conclusions from tracking and the plan, finished with the actors' measures at publish."""
+    planned_renders: dict[int, ChunkRender] = field(default_factory=dict)
+    """Every chunk's planned render (a segment found changed at the merge is rendered again from it)."""
+    reused: set[int] = field(default_factory=set)
+    """Chunks whose segment an earlier run committed."""
+    merge_retried: bool = False
+    analysed_by: dict[int, str] = field(default_factory=dict)
+    """Chunk -> label of the actor that analysed it ("manifest": reused); its render prefers that actor."""
+
+    def add_analysis(self, analysis: ChunkAnalysis) -> None:
+        """A chunk's analysis, kept until the chunk is tracked (its actor for the render)."""
+        self.analyses[analysis.chunk_index] = analysis
+        self.analysed_by[analysis.chunk_index] = analysis.actor
+
+    @property
+    def name(self) -> str:
+        return self.shot.ref.name
+
+    @property
+    def chunks(self) -> int:
+        """Chunks analysed."""
+        return len(self.shot.plan.chunks)
+
+    @property
+    def renders(self) -> int:
+        """Chunks rendered (those holding delivered frames)."""
+        return len(self.shot.renders)
+
+    def segment_url(self, work_url: str, index: int, key: str) -> str:
+        """Where chunk ``index``'s segment goes; the render key in the name keeps stale segments apart.
+
+        An image sequence's frames go straight to the output's frame names (each written whole)."""
+        if self.shot.is_sequence:
+            return self.shot.ref.output_url
+        name = f"{index:05d}-{key[:12]}.{self.encoder.container}"
+        return storage.join(work_url, "segments", self.name, name)
+
+    def segment_home(self, work_url: str) -> SegmentHome:
+        """Where this shot's segments (and pass segments) are written: a record pointing elsewhere is ignored."""
+        if self.shot.is_sequence:
+            return SegmentHome(frames_url=self.shot.ref.output_url, pass_urls=self.shot.pass_urls)
+        return SegmentHome(folder=storage.join(work_url, "segments", self.name))
+
+
+def log_progress(runs: Sequence[ShotRun], dispatcher: Dispatcher, elapsed: float) -> None:
+    """One log line: frames analysed and rendered of every shot, the rate, the work in flight."""
+    total = sum(r.shot.plan.frame_count for r in runs)
+    delivered = sum(r.shot.window.delivered_count for r in runs)
+    analysed = sum(
+        r.shot.plan.chunks[i].frame_count for r in runs for i in range(min(r.next_to_track, r.chunks))
+    )
+    rendered = sum(s.frames for r in runs for s in r.segments.values())
+    d = dispatcher
+    logger.info(
+        "progress: analysed %d/%d, rendered %d/%d frames (%.1f fps), %d in flight, %d pending, %d retries",
+        analysed, total, rendered, delivered, rendered / elapsed if elapsed > 0 else 0.0,
+        d.inflight, d.pending, d.retries,
+    )  # fmt: skip

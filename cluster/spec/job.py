@@ -1,0 +1,322 @@
+"""The job spec: one YAML file describing every shot, identity and setting of a render job.
+
+Validated once, up front, into frozen models; any problem is a ``SpecError`` whose field is the
+dotted path of the offending value (``shots[1].url``...); unknown keys are rejected.  Example::
+
+    job_id: ep101-faces
+    shots:
+      - {name: sc01, url: s3://plates/ep101/sc01.mov}
+      - {pattern: "s3://plates/ep101/sc02_*.mov"}      # expanded with the store's glob
+      - {url: "s3://plates/ep101/sc03/sc03_plate.####.exr", frames: 1009-1092, handles: 8}
+    identities:
+      hero: {images: [s3://refs/hero_a.jpg, s3://refs/hero_b.jpg]}
+    selection: {mode: all, source: hero}
+    faces: {enhance: false}
+    tracking: {max_gap_frames: 5}
+    models: {pack: "builtin:default"}                    # or s3://packs/studio-v3/
+    colour: {config: "ocio://default", plate: ACEScg}  # image-sequence plates (per shot too)
+    output:
+      url: "s3://deliveries/ep101/{shot}.mov"            # sequences: "{shot}/{shot}_recast.####.exr"
+      codec: prores
+      colour: {primaries: bt709, transfer: bt709, matrix: bt709, range: tv}  # default: the source's
+      if_exists: fail                                   # fail | skip | overwrite
+    chunking: {seconds: 20}
+    resources: {gpus_per_actor: 1, max_actors: 8}
+    lease: {expiry_seconds: 60}                          # one driver per work area
+
+Relative local paths are resolved against the spec file's folder.  On a cluster (``ray job
+submit --working-dir``) the job runs in a copy of it: give outputs as absolute paths or URLs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from cluster.lease.acquire import LeaseConfig
+from cluster.spec.output import FieldError, OutputSpec
+from cluster.spec.shot import NAME_RE, ColourSpec, ShotSpec, overridden
+from pipeline import storage, yamlload
+from pipeline.configbase import Frozen
+from pipeline.decoders import DecodeConfig
+from pipeline.errors import InputRefused, SpecError
+from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
+from pipeline.limits import CHUNK_MAX_SECONDS, SPEC_MAX_BYTES, InputLimits, min_chunk_seconds
+from pipeline.models.runtime.settings import ExecutionConfig, recast_cache_root
+from pipeline.provenance.config import SignerConfig, WatermarkConfig
+from pipeline.provenance.redact import find_url_credentials, redact_text
+from pipeline.qc.config import QcConfig
+from pipeline.tracking import TrackingConfig
+
+
+class ModelsSpec(Frozen):
+    """Model pack URL (``builtin:default`` = the embedded default pack) and how to run it."""
+
+    pack: str = "builtin:default"
+    execution: ExecutionConfig = ExecutionConfig()
+    cache_dir: str | None = None
+    """A local folder under the cache root (``$RECAST_CACHE_DIR`` or ``~/.cache/recast``)."""
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _under_cache_root(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not storage.is_local(value):
+            raise ValueError(f"must be a local folder, got {value!r}")
+        root = os.path.realpath(recast_cache_root())
+        real = os.path.realpath(os.path.expanduser(storage.local_path(value)))
+        if os.path.commonpath([root, real]) != root:
+            raise ValueError(
+                f"{value!r} is outside the cache root {root} (set RECAST_CACHE_DIR on the cluster to move it)"
+            )
+        return value
+
+
+class ChunkingSpec(Frozen):
+    """Chunk length in seconds, 10-30.  ``min_seconds``/``max_seconds`` may narrow that range, never
+    widen it; a cluster (or a test suite, for tiny chunks) lowers the floor with ``RECAST_MIN_CHUNK_SECONDS``."""
+
+    seconds: float = 20.0
+    min_seconds: float = Field(default=10.0, ge=1.0)
+    max_seconds: float = Field(default=CHUNK_MAX_SECONDS, le=CHUNK_MAX_SECONDS)
+    snap_to_keyframes: bool = True
+
+    @field_validator("min_seconds")
+    @classmethod
+    def _floor(cls, value: float) -> float:
+        floor = min_chunk_seconds()
+        if value < floor:
+            raise ValueError(f"must be at least {floor:g} s (the cluster's floor), got {value:g}")
+        return value
+
+    @model_validator(mode="after")
+    def _in_range(self) -> ChunkingSpec:
+        if not self.min_seconds <= self.seconds <= self.max_seconds:
+            raise ValueError(
+                f"seconds must be between {self.min_seconds:g} and {self.max_seconds:g}, got {self.seconds:g}"
+            )
+        return self
+
+
+class ResumeSpec(Frozen):
+    """How a resubmitted job recognises an unchanged source (:mod:`cluster.state.fingerprints`).
+
+    ``sampled``: a local file's size, mtime and a hash of at most 16 MiB of it (first, last and
+    every Nth MiB; each frame's first and last 64 KiB for a local image sequence); object stores by
+    ETag/VersionId.  ``full``: every byte of every source is hashed (slow on large plates)."""
+
+    fingerprint: Literal["sampled", "full"] = "sampled"
+
+
+# ``resources.dispatch_order``: the queue policy of :mod:`cluster.schedule.work_queue`.
+DispatchOrder = Literal["render_first", "analysis_first"]
+
+
+class ResourcesSpec(Frozen):
+    """Actor sizing.  ``gpus_per_actor`` None: 1 when the cluster has GPUs, else CPU actors."""
+
+    gpus_per_actor: float | None = Field(default=None, ge=0.0)
+    cpus_per_actor: float = Field(default=1.0, gt=0.0)
+    max_actors: int | None = Field(default=None, ge=1)
+    max_inflight_per_actor: int = Field(default=2, ge=1)
+    decode_cache_mb: int = Field(default=2048, ge=0, le=1024 * 1024, strict=True)
+    """MiB of decoded pictures each actor keeps from its analyses for its renders (one decode per frame);
+    2048 holds a 20 s 1080p 8-bit chunk at 24 fps (480 x 3 MB); 0: every render decodes again."""
+    dispatch_order: DispatchOrder = "render_first"
+    """``render_first``: a shot tracked while later shots are analysed gets its renders before their
+    analyses (analyses go to idle actors only); ``analysis_first``: analyses also queue on busy
+    actors, ahead of renders that become ready later (see :mod:`cluster.schedule.work_queue`)."""
+    custom: dict[str, float] = Field(default_factory=dict)
+    """Advanced: custom Ray resources each actor asks for, e.g. ``{accelerator_type_L4: 0.01}``."""
+
+    @field_validator("custom")
+    @classmethod
+    def _positive(cls, custom: dict[str, float]) -> dict[str, float]:
+        bad = sorted(name for name, amount in custom.items() if amount <= 0)
+        if bad:
+            raise ValueError(f"amounts must be > 0, got {bad}")
+        return custom
+
+
+class WatermarkSpec(WatermarkConfig):
+    """Invisible watermark of the job id in the replaced faces (see ``pipeline.provenance.watermark``)."""
+
+    enabled: bool = False
+    step: float = Field(default=32.0, gt=0.0)
+
+
+class ProvenanceSpec(Frozen):
+    """Consent policy, Content Credentials, watermark, review label and audit log of a job.
+
+    ``policy_url`` points at the studio policy (nothing here can relax it) and
+    needs ``project``; on a cluster with ``RECAST_POLICY_URL`` it must be that
+    policy or absent, and ``audit`` cannot be false (see :mod:`cluster.checks.trust`).
+    ``signer`` signs every output (MP4/MOV only), with the time-stamp authority of
+    the policy or the cluster, never one from here; ``audit`` appends a record
+    when the job starts and one when it ends under ``<output prefix>/audit/``.
+    """
+
+    policy_url: str | None = None
+    project: str | None = None
+    signer: SignerConfig | None = None
+    watermark: WatermarkSpec = WatermarkSpec()
+    review_label: bool = False
+    audit: bool = True
+
+    @model_validator(mode="after")
+    def _project_with_policy(self) -> ProvenanceSpec:
+        if self.policy_url is not None and not self.project:
+            raise FieldError("provenance.project", "required when provenance.policy_url is set")
+        if self.signer is not None and self.signer.timestamp_url is not None:
+            raise FieldError(
+                "provenance.signer.timestamp_url",
+                "a job spec cannot choose the time-stamp authority: set timestamp_url in the studio "
+                "policy or RECAST_TIMESTAMP_URL on the cluster",
+            )
+        return self
+
+
+class JobSpec(Frozen):
+    """A whole render job, as validated from YAML."""
+
+    job_id: str
+    shots: tuple[ShotSpec, ...] = Field(min_length=1)
+    identities: dict[str, IdentitySource] = Field(min_length=1)
+    selection: SelectionConfig
+    """Optional in YAML when there is one identity: every face becomes it (mode all)."""
+    faces: FaceConfig = FaceConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    models: ModelsSpec = ModelsSpec()
+    output: OutputSpec
+    chunking: ChunkingSpec = Field(default_factory=ChunkingSpec)
+    """Built per spec, not at import: its floor comes from the cluster's ``RECAST_MIN_CHUNK_SECONDS``."""
+    resources: ResourcesSpec = ResourcesSpec()
+    resume: ResumeSpec = ResumeSpec()
+    provenance: ProvenanceSpec | None = None
+    """None (no block): no policy, signing, watermark or audit."""
+    colour: ColourSpec = ColourSpec()
+    """Colour management of image-sequence plates (each shot may override it)."""
+    qc: QcConfig = QcConfig()
+    """What is flagged for review and which flags fail a shot."""
+    limits: InputLimits = InputLimits()
+    """Largest source frames, identity pictures and shot count (:mod:`pipeline.limits`)."""
+    lease: LeaseConfig = LeaseConfig()
+    """The work area's lease: one driver at a time (see :mod:`cluster.lease.acquire`)."""
+    decode: DecodeConfig = DecodeConfig()
+    """Which decoder reads video sources: ``backend`` auto (NVDEC where available), pyav or nvdec."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _implicit_source(cls, data: Any) -> Any:
+        # With a single identity, "replace every face with it" needs no selection block.
+        if (
+            isinstance(data, Mapping)
+            and isinstance(data.get("identities"), Mapping)
+            and len(data["identities"]) == 1
+        ):
+            only = next(iter(data["identities"]))
+            selection = data.get("selection", {})
+            if (
+                isinstance(selection, Mapping)
+                and selection.get("mode", "all") in ("all", "largest")
+                and "source" not in selection
+            ):
+                data = {**data, "selection": {**selection, "source": only}}
+        return data
+
+    @field_validator("job_id")
+    @classmethod
+    def _job_id(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _selection_names_identities(self) -> JobSpec:
+        _check_selection(self.selection, set(self.identities), "selection")
+        for i, shot in enumerate(self.shots):
+            if shot.selection is not None:
+                _check_selection(
+                    overridden(self.selection, shot.selection), set(self.identities), f"shots[{i}].selection"
+                )
+        return self
+
+
+def _check_selection(selection: SelectionConfig, known: set[str], field: str) -> None:
+    if selection.mode in ("all", "largest"):
+        if selection.source not in known:
+            raise FieldError(f"{field}.source", f"{selection.source!r} is not in identities")
+        return
+    if not selection.references:
+        raise FieldError(f"{field}.references", "mode reference needs at least one mapping")
+    for ref, src in selection.references.items():
+        for name in (ref, src):
+            if name not in known:
+                raise FieldError(f"{field}.references.{ref}", f"{name!r} is not in identities")
+
+
+def dotted(loc: tuple[int | str, ...]) -> str:
+    """``('shots', 1, 'url')`` -> ``shots[1].url``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "spec"
+
+
+def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
+    """Validate a mapping (parsed YAML) into a JobSpec; every URL field is made canonical first
+    (:mod:`cluster.spec.paths`): relative paths resolve against ``base_dir``, else the current folder."""
+    if not isinstance(data, Mapping):
+        raise SpecError("spec", f"must be a mapping of fields, got {type(data).__name__}")
+    if (credentials := find_url_credentials(data)) is not None:
+        # Refused before any library sees it: their errors echo pieces of the URL (a bucket
+        # name "KEY:p@ss" out of s3://KEY:p@ss@word@bucket) that no pattern can recognise.
+        raise SpecError(
+            dotted(credentials[0]),
+            f"{redact_text(credentials[1])}: credentials do not belong in a URL; they come from "
+            "the environment (AWS_* variables, an instance role or service account)",
+        )
+    from cluster.spec.paths import canonical_paths
+
+    data = canonical_paths(dict(data), base_dir)  # every URL in one spelling, before any check reads it
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        ctx_error = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, FieldError):
+            raise SpecError(ctx_error.field, ctx_error.reason) from None
+        loc = tuple(p for p in err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif err["type"] == "missing":
+            message = "required"
+        more = len(exc.errors()) - 1
+        if more:
+            message += f" (and {more} more problem{'s' if more > 1 else ''})"
+        raise SpecError(dotted(loc), message) from None
+
+
+def load_spec(path_or_url: str) -> JobSpec:
+    """Read and validate a YAML job spec (at most 1 MiB, a regular file) from a local path or URL."""
+    try:
+        raw = storage.read_bytes(path_or_url, max_bytes=SPEC_MAX_BYTES)
+    except InputRefused as exc:
+        raise SpecError(path_or_url, f"not a usable job spec: {exc.reason}") from None
+    try:
+        data = yamlload.load(raw)
+    except yamlload.ImpossibleDateError as exc:
+        raise SpecError(dotted(exc.loc), f"{exc} in {path_or_url}") from None
+    except yamlload.LoadError as exc:  # line, column, problem: never the line's text (a secret?)
+        raise SpecError("spec", f"{path_or_url} is not valid YAML: {exc}") from None
+    from cluster.spec.paths import spec_folder
+
+    return parse_spec(data, base_dir=spec_folder(path_or_url))

@@ -1,0 +1,121 @@
+"""The ``output:`` section of a job spec: where and how each shot is written."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import field_validator, model_validator
+
+from cluster.spec.shot import check_media_url
+from pipeline.colour import OutputColour
+from pipeline.configbase import Frozen
+from pipeline.encode import EncodeSettings, check_preset, check_quality
+from pipeline.plates.sequence import is_sequence_url
+
+
+class FieldError(ValueError):
+    """A cross-field problem that knows its own dotted field path."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+        self.reason = reason
+
+
+class OutputSpec(Frozen):
+    """Where and how each shot is written.
+
+    ``url`` is a template with ``{shot}`` (and optionally ``{job_id}``); its
+    extension picks the container.  ``work_url`` holds segments and the job
+    summary; by default ``.recast-work/<job_id>/`` beside the first output.
+    """
+
+    url: str
+    codec: Literal["h264", "hevc", "prores", "prores_4444", "prores_4444xq", "dnxhr_hqx"] = "h264"
+    quality: int | None = None
+    preset: str | None = None
+    hardware: bool = True
+    if_exists: Literal["fail", "skip", "overwrite"] = "fail"
+    work_url: str | None = None
+    include_handles: bool = True
+    """Deliver the handles (rendered) too; false: video outputs hold only ``frames``, and image
+    sequences keep their handle frames as the source's."""
+    compression: str | None = None
+    """Image sequences: the EXR/TIFF compression of rendered frames (``piz``, ``zip``,
+    ``dwaa``...); None: each frame's own."""
+    passes: tuple[Literal["matte", "face", "tracks"], ...] = ()
+    """Compositing passes written beside each output (see :mod:`pipeline.passes`)."""
+    pass_url: str | None = None
+    """Where passes go, a template with ``{pass}`` (and ``{shot}``, ``{job_id}``) and no extension;
+    None: beside the output, named ``<output>_<pass>``."""
+    colour: OutputColour | None = None
+    """Video outputs: colour tags to write instead of each source's (see :mod:`pipeline.colour`)."""
+
+    @field_validator("quality")
+    @classmethod
+    def _quality(cls, value: int | None) -> int | None:
+        return None if value is None else check_quality(value)  # here, not when the first segment is encoded
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, value: str | None) -> str | None:
+        return None if value is None else check_preset(value)
+
+    @field_validator("pass_url")
+    @classmethod
+    def _pass_template(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        if "{pass}" not in url:
+            raise ValueError("needs a {pass} placeholder")
+        unknown = set(re.findall(r"{([^}]*)}", url)) - {"shot", "job_id", "pass"}
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder(s) {sorted(unknown)}; use {{shot}}, {{job_id}} and {{pass}}"
+            )
+        return url
+
+    @field_validator("url")
+    @classmethod
+    def _container(cls, url: str) -> str:
+        # {ext}: the source's own extension, so one template delivers .exr and .dpx plates alike.
+        check_media_url(url.replace(".{ext}", ".exr") if url.endswith(".{ext}") else url)
+        unknown = set(re.findall(r"{([^}]*)}", url)) - {"shot", "job_id", "ext"}
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder(s) {sorted(unknown)}; use {{shot}}, {{job_id}} and {{ext}}"
+            )
+        return url
+
+    @model_validator(mode="after")
+    def _codec_in_its_container(self) -> OutputSpec:
+        problem = self.container_problem(self.url)
+        if problem:
+            raise ValueError(problem)
+        problem = self.colour.range_problem(self.codec) if self.colour is not None else None
+        if problem:
+            raise FieldError("output.colour.range", problem)
+        return self
+
+    def container_problem(self, url: str) -> str | None:
+        """Why ``codec`` cannot be written to ``url``'s container (None: it can, or ``url`` is a sequence)."""
+        if is_sequence_url(url) or "{ext}" in url:
+            return None  # image sequences are written in their own format; {ext} is checked per shot
+        url = url.lower()
+        if self.codec.startswith("prores") and not url.endswith(".mov"):
+            return f"codec {self.codec} needs a .mov output url"
+        if self.codec == "dnxhr_hqx" and not url.endswith((".mov", ".mxf")):
+            return "codec dnxhr_hqx needs a .mov or .mxf output url"
+        if url.endswith(".mxf") and self.codec != "dnxhr_hqx":
+            return f"codec {self.codec} cannot be written to .mxf; only dnxhr_hqx can"
+        return None
+
+    def encode_settings(self) -> EncodeSettings:
+        """The encoder settings for every segment of the job."""
+        fields: dict[str, Any] = {"codec": self.codec, "hardware": self.hardware, "colour": self.colour}
+        if self.quality is not None:
+            fields["quality"] = self.quality
+        if self.preset is not None:
+            fields["preset"] = self.preset
+        return EncodeSettings(**fields)
