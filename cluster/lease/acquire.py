@@ -51,8 +51,7 @@ from pipeline.errors import InputRefused, LeaseError, RecastError
 
 logger = logging.getLogger(__name__)
 
-Clock = Callable[[], float]
-"""Epoch seconds now (``time.time``); the lease takes one so that expiry can be tested without waiting."""
+Clock = Callable[[], float]  # epoch seconds now (time.time); a test passes one it advances itself
 
 LEASE_NAME = "lease.json"
 ACQUIRE_ATTEMPTS = 5
