@@ -41,8 +41,9 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import NoReturn
 
 from jobs.cli import configure_logging
 
@@ -146,7 +147,26 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+def _exit_disconnected(run: Callable[[], int]) -> NoReturn:
+    """``run()``'s exit code (or the one a signal raised), after disconnecting from Ray.
+
+    Leaving with the Ray driver still connected lets the interpreter tear down the native
+    gRPC objects under Ray's own threads, which crashed the process (SIGSEGV in
+    ``grpc_combiner_continue_exec_ctx``) after a ``ray job stop`` had been handled: the exit
+    code then says "crashed" instead of "stopped".  ``ray.shutdown()`` first stops them in order.
+    """
+    try:
+        code: int | str | None = run()
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
     # `ray job stop` sends SIGTERM: leave through the finally blocks, so the work area's lease is given back.
     signal.signal(signal.SIGTERM, _stop)
-    sys.exit(main())
+    _exit_disconnected(main)
