@@ -1,7 +1,7 @@
 """Where an actor's chunk frames come from: the decoder, or the pictures its analysis kept.
 
 The analysis of a chunk keeps the chunk's decoded pictures when they fit the actor's
-``decode_cache_mb`` (:mod:`pipeline.decoded_cache`); the render of that chunk on the same
+``decode_cache_mb`` (:mod:`pipeline.video.decoded_cache`); the render of that chunk on the same
 actor converts them instead of decoding again.  Both give byte-identical frames.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from actors.plates import PlateFrames
-from pipeline.chunking import Chunk
-from pipeline.decode import Frame
-from pipeline.decoded_cache import MIB, ChunkCollector, DecodedCache
-from pipeline.decoders import VideoDecoder
-from pipeline.probe import VideoInfo
+from pipeline.video.chunking import Chunk
+from pipeline.video.decode import Frame
+from pipeline.video.decoded_cache import MIB, ChunkCollector, DecodedCache
+from pipeline.video.decoders import VideoDecoder
+from pipeline.video.probe import VideoInfo
 
 
 class ChunkFrames:

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask
 from pipeline.provenance.config import WatermarkConfig
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ray
 
-from pipeline.provenance.redact import redact_process_output
+from pipeline.store.redact import redact_process_output
 
 
 def redact_actor_output() -> None:

@@ -17,12 +17,12 @@ from typing import Any, cast
 import numpy as np
 
 from actors.rendering import Rendered
-from pipeline.chunking import Chunk
-from pipeline.decode import Frame
-from pipeline.encode import EncoderChoice
 from pipeline.errors import RecastError
-from pipeline.probe import VideoInfo
 from pipeline.stages import OrderedPool, StageTimes, run_stages
+from pipeline.video.chunking import Chunk
+from pipeline.video.decode import Frame
+from pipeline.video.encode import EncoderChoice
+from pipeline.video.probe import VideoInfo
 
 FrameFile = tuple[int, str, int]
 """(frame number, sha256, bytes) of one frame written."""

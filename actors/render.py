@@ -41,25 +41,25 @@ from actors.plates import PlateFrames, frames_writer
 from actors.rendering import BatchRenderer, IdentityCheck
 from actors.results import ChunkAnalysis, SegmentResult, analysis_stages
 from actors.segments import ChunkSegments
-from pipeline.chunking import Chunk
 from pipeline.configbase import Frozen
-from pipeline.decoders import DecodeConfig, VideoDecoder
-from pipeline.encode import EncoderChoice, EncodeSettings, choose_encoder
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource
 from pipeline.faces.detectsize import DetectTiles
 from pipeline.faces.embedplan import EmbedSchedule
-from pipeline.faces.types import Face, FaceTask
+from pipeline.geometry.types import Face, FaceTask
 from pipeline.limits import InputLimits
 from pipeline.models.runtime.settings import ExecutionConfig
-from pipeline.probe import VideoInfo
 from pipeline.provenance.watermark import WatermarkConfig
 from pipeline.qc.config import QcConfig
 from pipeline.stages import StageTimes, run_stages
+from pipeline.video.chunking import Chunk
+from pipeline.video.decoders import DecodeConfig, VideoDecoder
+from pipeline.video.encode import EncoderChoice, EncodeSettings, choose_encoder
+from pipeline.video.probe import VideoInfo
 
 if TYPE_CHECKING:
-    from pipeline.decode import Frame
     from pipeline.faces.renderers.base import Renderer
+    from pipeline.video.decode import Frame
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class RenderConfig(Frozen):
     """Decoder and encoder threads each; 0: the codecs' defaults (one per core).  The
     driver sets CPU actors' to their CPU reservation so actors sharing a node don't
     oversubscribe its cores."""
-    decode: DecodeConfig = DecodeConfig()  # PyAV or NVDEC (pipeline.decoders); the spec's ``decode``
+    decode: DecodeConfig = DecodeConfig()  # PyAV or NVDEC (pipeline.video.decoders); the spec's ``decode``
     watermark: WatermarkConfig | None = None
     """When set, ``watermark_payload`` is marked invisibly in every replaced face's box."""
     watermark_payload: int | None = None

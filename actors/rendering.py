@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from actors.marking import FrameMarker
-from pipeline.chunking import Chunk
-from pipeline.decode import Frame
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask
 from pipeline.qc.config import QcConfig
 from pipeline.qc.measure import add_identity, measure_frame
 from pipeline.qc.records import FaceMeasure
+from pipeline.video.chunking import Chunk
+from pipeline.video.decode import Frame
 
 if TYPE_CHECKING:
     from pipeline.faces.renderers.base import Renderer

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 
 if TYPE_CHECKING:
     from pipeline.stages import StageTimes

@@ -14,14 +14,14 @@ from types import TracebackType
 from typing import Self
 
 from actors.rendering import Rendered
-from pipeline import storage
-from pipeline.chunking import Chunk
 from pipeline.colour import ColourTags, written_tags
-from pipeline.decode import Frame
-from pipeline.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
-from pipeline.hashing import sha256_file
 from pipeline.passes.layers import video_pass_frames
-from pipeline.probe import VideoInfo
+from pipeline.store import storage
+from pipeline.store.hashing import sha256_file
+from pipeline.video.chunking import Chunk
+from pipeline.video.decode import Frame
+from pipeline.video.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
+from pipeline.video.probe import VideoInfo
 
 VIDEO_PASSES = ("matte", "face")
 """Passes written as movies with the output (``tracks`` is written by the driver)."""

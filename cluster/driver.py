@@ -50,8 +50,8 @@ from cluster.schedule.pool import ActorPool, plan_pool, shared_storage_warnings
 from cluster.schedule.shot_run import ShotRun
 from cluster.spec.job import JobSpec
 from cluster.state.ledger import Ledger
-from pipeline import storage
-from pipeline.decoders import source_warnings
+from pipeline.store import storage
+from pipeline.video.decoders import source_warnings
 
 logger = logging.getLogger(__name__)
 

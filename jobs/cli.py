@@ -19,7 +19,7 @@ def url_credentials_refused(prog: str, *urls: str | None) -> bool:
     Refused before any library sees it: their errors echo pieces of the URL (an "invalid
     bucket name" quoting ``user:pw@bucket``) that no pattern can recognise.
     """
-    from pipeline.provenance.redact import find_url_credentials, redact_text
+    from pipeline.store.redact import find_url_credentials, redact_text
 
     found = find_url_credentials([url for url in urls if url])
     if found is None:

@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from jobs.cli import url_credentials_refused
     from pipeline.errors import RecastError
-    from pipeline.provenance.redact import redact, redact_process_output, redact_text
+    from pipeline.store.redact import redact, redact_process_output, redact_text
 
     redact_process_output()  # a URL given with a password (s3://user:pw@bucket/x.mp4) is never printed
     if url_credentials_refused("recast detect_watermark", args.video, args.pack):

@@ -64,10 +64,10 @@ def prepare_in_pack(
 ) -> tuple[dict[str, object], UnchangedReport]:
     """Prepare the ``role`` model of the pack at ``pack_url``; returns the updated manifest entry
     and what the unchanged-output check measured."""
-    from pipeline import jsonload, storage
     from pipeline.errors import ModelPackError
     from pipeline.limits import MANIFEST_MAX_BYTES, ONNX_MAX_BYTES
     from pipeline.lora.prepare import sha256_bytes
+    from pipeline.store import jsonload, storage
 
     manifest_url = storage.join(pack_url, "manifest.json")
     try:
@@ -113,9 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
-    from pipeline import storage
     from pipeline.errors import RecastError
     from pipeline.limits import ONNX_MAX_BYTES
+    from pipeline.store import storage
 
     try:
         if args.pack:

@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.summary_json and os.path.isdir(args.summary_json):  # found now, not after the render
         print(f"recast: --summary-json {args.summary_json} is a directory, not a file", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from pipeline.provenance.redact import install_log_redaction, redact, redact_process_output, redact_text
+    from pipeline.store.redact import install_log_redaction, redact, redact_process_output, redact_text
 
     # Credentials passed by mistake (signed URLs, keys in a spec) never reach the logs, nor the
     # terminal: Ray prints what the actors write on this process's stdout/stderr as it is.

@@ -54,8 +54,8 @@ def _frames(url: str, every: int, limit: int) -> list[np.ndarray]:
         return [read_rgb(url)]
     import av
 
-    from pipeline import storage
     from pipeline.errors import MediaError
+    from pipeline.store import storage
 
     out: list[np.ndarray] = []
     try:
@@ -77,8 +77,8 @@ def aligned_targets(
 ) -> np.ndarray:
     """(N, S, S, 3) uint8 swapper-aligned crops of every face found in the target footage."""
     from pipeline.errors import FaceError
-    from pipeline.faces.align import warp_crops
     from pipeline.faces.analyze import FaceAnalyzer
+    from pipeline.geometry.align import warp_crops
 
     analyzer = FaceAnalyzer(models)
     crops: list[np.ndarray] = []

@@ -31,10 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
     from jobs.cli import url_credentials_refused
-    from pipeline import storage
     from pipeline.errors import RecastError
     from pipeline.provenance.credentials import read_pem, verify_video
-    from pipeline.provenance.redact import redact_process_output, redact_text
+    from pipeline.store import storage
+    from pipeline.store.redact import redact_process_output, redact_text
 
     redact_process_output()  # a URL given with a password (s3://user:pw@bucket/x.mp4) is never printed
     if url_credentials_refused("recast verify", args.video, args.trust_anchors):

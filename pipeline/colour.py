@@ -2,7 +2,7 @@
 
 FFmpeg stores colour tags as small integers; we keep FFmpeg's own names
 (``av_color_*_name``) so tags read from a source can be written back unchanged.
-In :class:`~pipeline.probe.VideoInfo` ``None`` means "unspecified"; a
+In :class:`~pipeline.video.probe.VideoInfo` ``None`` means "unspecified"; a
 :class:`ColourTags` spells it ``"unspecified"``.
 
 Policy (every encoder): the output carries the source's primaries, transfer,
@@ -11,7 +11,7 @@ matrix and range exactly, "unspecified" included, unless ``output.colour``
 :func:`sws_matrix` / :func:`sws_range` of the tags in question, so decode and
 encode use the same matrix and range.  Where the output keeps the source's pixel
 format, matrix and range, untouched pixels keep the source's own samples
-(:mod:`pipeline.untouched`); elsewhere they come back within about half a level
+(:mod:`pipeline.video.untouched`); elsewhere they come back within about half a level
 on average through RGB.  An untagged matrix converts as BT.709 for HD (720 lines and more) and
 BT.601 below; an untagged range as limited (full for ``yuvj*`` formats).  What
 a codec cannot say is fixed by :func:`written_tags`: ProRes stores limited
@@ -90,7 +90,7 @@ class ColourTags:
     def of(
         cls, primaries: str | None, transfer: str | None, matrix: str | None, colour_range: str | None
     ) -> ColourTags:
-        """Tags from :class:`~pipeline.probe.VideoInfo`'s fields (None: unspecified)."""
+        """Tags from :class:`~pipeline.video.probe.VideoInfo`'s fields (None: unspecified)."""
         return cls(
             primaries or UNSPECIFIED,
             transfer or UNSPECIFIED,
@@ -126,7 +126,7 @@ class ColourTags:
 
 
 class Tagged(Protocol):
-    """What describes a source's colour (:class:`~pipeline.probe.VideoInfo` does)."""
+    """What describes a source's colour (:class:`~pipeline.video.probe.VideoInfo` does)."""
 
     @property
     def color_primaries(self) -> str | None: ...

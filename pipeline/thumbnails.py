@@ -3,7 +3,7 @@
 The frames worth looking at are the first one and both sides of every chunk
 boundary: a seam between two independently rendered chunks is where a
 tracking or colour discontinuity would show.  Both the source and the rendered
-output are decoded frame-exactly (``pipeline.decode.decode_range``) so "before"
+output are decoded frame-exactly (``pipeline.video.decode.decode_range``) so "before"
 and "after" are the same instant.
 """
 
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from pipeline.chunking import Chunk, ChunkPlan
-from pipeline.decode import decode_range
 from pipeline.errors import MediaError
-from pipeline.probe import VideoInfo, probe
+from pipeline.video.chunking import Chunk, ChunkPlan
+from pipeline.video.decode import decode_range
+from pipeline.video.probe import VideoInfo, probe
 
 log = logging.getLogger(__name__)
 

@@ -282,8 +282,8 @@ def clips_fixture(tmp_path_factory: pytest.TempPathFactory) -> ClipCache:
 
 def render_identity(info, choice, plan, workdir: str, decode_url: str | None = None) -> list[str]:
     """Decode every chunk and re-encode it unchanged into segment files; returns their paths."""
-    from pipeline.decode import decode_range
-    from pipeline.encode import SegmentWriter
+    from pipeline.video.decode import decode_range
+    from pipeline.video.encode import SegmentWriter
 
     paths = []
     for chunk in plan.chunks:

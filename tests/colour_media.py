@@ -19,9 +19,9 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from pipeline.colour import UNSPECIFIED, ColourTags
-from pipeline.colr import read_colr
-from pipeline.decode import decode_range
-from pipeline.probe import VideoInfo, probe
+from pipeline.video.colr import read_colr
+from pipeline.video.decode import decode_range
+from pipeline.video.probe import VideoInfo, probe
 from tests.clips import ClipSpec, patch_means, write_clip
 
 W, H = 256, 120
@@ -129,7 +129,7 @@ def assert_kept(errors: list[tuple[float, float, float, float]], what: str, *, s
     A wrong matrix moves a colour patch's mean by 9 levels or more, a wrong range by
     13 or more.  ``same_samples``: the output is in the source's own pixel format,
     matrix and range, so the writer keeps the source's YUV samples where the frame is
-    unchanged (:mod:`pipeline.untouched`) and a lossless output decodes equal to the
+    unchanged (:mod:`pipeline.video.untouched`) and a lossless output decodes equal to the
     source (x265, and x264 at 10 bit, are near-lossless at quality 0: a few hundredths of a level
     on average, a rare pixel up to four: x265 at quality 0 is not its lossless mode).  Otherwise the frame is
     converted through RGB: an 8-bit source decodes truncated to 8 bits and its 10-bit

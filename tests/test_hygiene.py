@@ -9,9 +9,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("pipeline", "cluster", "actors", "jobs")
 MAX_LINES = 400
+MAX_TOP = 16  # modules at the top of one folder
 
 
 def _modules() -> dict[str, Path]:
@@ -103,38 +106,58 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-def _cluster_package_graph() -> dict[str, set[str]]:
-    """Which parts of ``cluster/`` import which: a sub-package (``cluster.state``) or a top-level
-    module (``cluster.driver``) per node, from every import of its modules, annotation-only ones too."""
+def _package_graph(package: str) -> dict[str, set[str]]:
+    """Which parts of ``package`` (``cluster``, ``pipeline``) import which: a sub-package
+    (``cluster.state``) or a top-level module (``cluster.driver``) per node, from every import of
+    its modules, annotation-only ones too."""
     modules = _modules()
     known = set(modules)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        if not name.startswith("cluster."):
+        if not name.startswith(package + "."):
             continue
         part = ".".join(name.split(".")[:2])
         deps = graph.setdefault(part, set())
         for dep in _imports(path, name, known, type_checking=True):
-            if dep.startswith("cluster.") and (target := ".".join(dep.split(".")[:2])) != part:
+            if dep.startswith(package + ".") and (target := ".".join(dep.split(".")[:2])) != part:
                 deps.add(target)
     return graph
 
 
-def test_cluster_sub_packages_import_one_way() -> None:
-    """No two parts of ``cluster/`` import each other, nor round a longer loop: each is layered on
-    the ones below it, so a reader can read a concern with only those below in mind."""
-    graph = _cluster_package_graph()
-    assert len(graph) > 5, graph
+def _assert_one_way(package: str, graph: dict[str, set[str]]) -> None:
     mutual = sorted((a, b) for a, deps in graph.items() for b in deps if a < b and a in graph.get(b, ()))
-    assert not mutual, f"cluster packages importing each other: {mutual}"
+    assert not mutual, f"{package} packages importing each other: {mutual}"
     done: list[str] = []
     todo = dict(graph)
     while todo:
         ready = sorted(part for part, deps in todo.items() if deps <= set(done))
-        assert ready, f"cluster packages in an import loop: { {p: sorted(d) for p, d in todo.items()} }"
+        assert ready, f"{package} packages in an import loop: { {p: sorted(d) for p, d in todo.items()} }"
         done.extend(ready)
         for part in ready:
             del todo[part]
+
+
+@pytest.mark.parametrize("package", ["cluster", "pipeline"])
+def test_sub_packages_import_one_way(package: str) -> None:
+    """No two parts of ``cluster/`` (or of ``pipeline/``) import each other, nor round a longer
+    loop: each is layered on the ones below it, so a reader can read a concern with only those
+    below in mind."""
+    graph = _package_graph(package)
+    assert len(graph) > 5, graph
+    _assert_one_way(package, graph)
+
+
+@pytest.mark.parametrize("package", ["cluster", "pipeline"])
+def test_no_folder_is_crowded(package: str) -> None:
+    """At most ~15 modules at the top of any folder of ``cluster/`` or ``pipeline/``: more, and
+    names start to collide in a reader's head; make a sub-package by concern."""
+    crowded = {
+        str(folder.relative_to(ROOT)): n
+        for folder in [ROOT / package, *(ROOT / package).rglob("*/")]
+        if folder.is_dir()
+        and (n := len([f for f in folder.glob("*.py") if f.name != "__init__.py"])) > MAX_TOP
+    }
+    assert not crowded, f"folders with more than {MAX_TOP} modules at their top: {crowded}"
 
 
 def test_product_code_never_imports_tests() -> None:

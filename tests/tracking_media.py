@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.faces.config import SelectionConfig
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 
 # The ArcFace 5-point template at 112 px, as fractions of the crop (x, y).
 _TEMPLATE = (
@@ -230,7 +230,6 @@ def _figures() -> None:
 
     import skimage.data
 
-    from pipeline.faceplan import plan_shot
     from pipeline.faces.analyze import FaceAnalyzer
     from pipeline.faces.config import FaceConfig
     from pipeline.faces.identity import identity_from_images
@@ -238,7 +237,8 @@ def _figures() -> None:
     from pipeline.models.loader import load_face_models
     from pipeline.models.pack import load_pack
     from pipeline.models.runtime.settings import ExecutionConfig
-    from pipeline.tracking import TrackingConfig, track_chunk
+    from pipeline.tracking.faceplan import plan_shot
+    from pipeline.tracking.tracker import TrackingConfig, track_chunk
     from tests.faces_data import carphone_frames, still_noise_clip
 
     on, off = TrackingConfig(), TrackingConfig(smoothing=False)

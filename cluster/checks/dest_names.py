@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 
-from pipeline import storage, urls
 from pipeline.errors import SpecError
 from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
+from pipeline.store import storage, urls
 
 OBJECT_KEY_MAX_BYTES = 1024
 """The longest key S3 and GCS accept, in UTF-8 bytes."""

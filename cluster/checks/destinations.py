@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from cluster.spec.job import JobSpec
 from cluster.spec.shot_refs import ShotRef
-from pipeline import storage, urls
 from pipeline.errors import SpecError
 from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
+from pipeline.store import storage, urls
 
 WORK_FOLDERS = ("segments", "manifest")
 """What the driver writes, and deletes, under the work area (:mod:`cluster.schedule.shot_run`, :mod:`cluster.state.manifest`)."""
@@ -32,7 +32,7 @@ WORK_FILES = ("summary.json", "report.html", "report.json")
 
 
 def normalise(url: str) -> str:
-    """``url`` as one spelling per place (:func:`pipeline.urls.canonical`): local paths absolute
+    """``url`` as one spelling per place (:func:`pipeline.store.urls.canonical`): local paths absolute
     with symlinks resolved, whatever the spelling (``file://``, ``local://``, ``./``, ``//``);
     other URLs with their scheme folded and empty and ``.`` segments dropped
     (``S3A://b/out//./x`` -> ``s3://b/out/x``)."""

@@ -28,13 +28,13 @@ from cluster.state.fingerprints import input_fingerprint, output_exists
 from cluster.state.keys import AnalysisKey, Fingerprint, JobKeys, ShotKey, identities_digest
 from cluster.state.manifest import JobManifest
 from cluster.state.manifest_sign import manifest_key
-from pipeline import storage
-from pipeline.chunking import Chunk, ChunkPlan, plan_chunks
-from pipeline.decoders import check_decode_spec
 from pipeline.errors import RecastError, SpecError
 from pipeline.limits import MANIFEST_MAX_BYTES, InputLimits
 from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
-from pipeline.probe import VideoInfo, probe
+from pipeline.store import storage
+from pipeline.video.chunking import Chunk, ChunkPlan, plan_chunks
+from pipeline.video.decoders import check_decode_spec
+from pipeline.video.probe import VideoInfo, probe
 
 logger = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ def probe_shot(shot: ShotRef, settings: ShotSettings, limits: InputLimits | None
             raise SpecError(f"{settings.field}.fps", "applies to image sequences; a video's rate is its own")
         return probe(shot.url, limits=limits)
     from pipeline.plates.probe import probe_sequence
-    from pipeline.plates.types import ColourRequest
+    from pipeline.video.sequence_types import ColourRequest
 
     colour = settings.colour
     request = ColourRequest(config=colour.config, plate_space=colour.plate, model_space=colour.model)

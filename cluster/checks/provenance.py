@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from cluster.checks.trust import Authorisation, authorise, check_faces
 from cluster.spec.job import JobSpec
 from cluster.spec.shot_refs import ShotRef, output_prefix_for
-from pipeline import storage
 from pipeline.errors import RecastError, SpecError, StorageError
-from pipeline.hashing import sha256_url
+from pipeline.store import storage
+from pipeline.store.hashing import sha256_url
 
 if TYPE_CHECKING:
     from cluster.report.summary import JobSummary

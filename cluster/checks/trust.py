@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.spec.job import JobSpec
 from cluster.spec.shot_refs import ShotRef, output_prefix_for
-from pipeline import jsonload, storage
 from pipeline.errors import RecastError, SpecError
+from pipeline.store import jsonload, storage
 
 if TYPE_CHECKING:
     from pipeline.provenance.consent import FaceReference
@@ -228,7 +228,7 @@ def job_policy_url(spec: JobSpec, env: Mapping[str, str] | None = None) -> str |
 
 def picture_hashes(spec: JobSpec, policy: Policy) -> dict[str, dict[str, str]]:
     """sha256 of the pictures of every identity whose clearance lists approved reference pictures."""
-    from pipeline.hashing import sha256_url
+    from pipeline.store.hashing import sha256_url
 
     out: dict[str, dict[str, str]] = {}
     for name, ident in sorted(spec.identities.items()):

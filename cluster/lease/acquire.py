@@ -45,9 +45,9 @@ from typing import Any
 from pydantic import Field, ValidationInfo, field_validator
 
 from cluster.lease.store import LeaseStore
-from pipeline import jsonload, storage
 from pipeline.configbase import Frozen
 from pipeline.errors import InputRefused, LeaseError, RecastError
+from pipeline.store import jsonload, storage
 
 logger = logging.getLogger(__name__)
 

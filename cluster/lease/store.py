@@ -21,9 +21,9 @@ import os
 import time
 import uuid
 
-from pipeline import storage
 from pipeline.errors import StorageError
 from pipeline.limits import LEASE_MAX_BYTES
+from pipeline.store import storage
 
 logger = logging.getLogger(__name__)
 

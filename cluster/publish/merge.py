@@ -16,15 +16,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.state.fingerprints import output_fingerprint
-from pipeline import storage
 from pipeline.errors import RecastError, StorageError
-from pipeline.hashing import sha256_file
-from pipeline.probe import VideoInfo
+from pipeline.store import storage
+from pipeline.store.hashing import sha256_file
+from pipeline.video.probe import VideoInfo
 
 if TYPE_CHECKING:
-    from pipeline.merge import MergeStats
     from pipeline.provenance.config import SignerConfig
     from pipeline.provenance.credentials import ManifestInfo
+    from pipeline.video.merge import MergeStats
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def merge_and_publish(
     ``overwrite=False``: an output that exists by now is left as it is (StorageError),
     never replaced.
     """
-    from pipeline.merge import merge_segments
+    from pipeline.video.merge import merge_segments
 
     expected = info.frame_count if window is None else window[1] - window[0]
     with tempfile.TemporaryDirectory(prefix="recast-out-") as tmp:

@@ -17,8 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from cluster.publish.merge import Published
 from cluster.state.fingerprints import output_fingerprint
 from pipeline.errors import RecastError
-from pipeline.plates.sequence import SequencePattern, frames_are, list_frames, parse_sequence_url
-from pipeline.probe import VideoInfo
+from pipeline.plates.sequence import frames_are, list_frames, parse_sequence_url
+from pipeline.video.probe import VideoInfo
+from pipeline.video.sequence_types import SequencePattern
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def complete_sequence(
 def _complete(
     info: VideoInfo, url: str, written: Written, fill: Callable[[int], tuple[str, int]]
 ) -> Published:
-    from pipeline.merge import MergeStats
+    from pipeline.video.merge import MergeStats
 
     assert info.sequence is not None
     started = time.perf_counter()
@@ -90,9 +91,9 @@ def _empty_pass(info: VideoInfo, number: int, pattern: SequencePattern, name: st
     import numpy as np
     import OpenImageIO as oiio
 
-    from pipeline import storage
     from pipeline.passes.layers import pass_dtype, sequence_pass_spec
     from pipeline.plates.frames import write_plate
+    from pipeline.store import storage
 
     assert info.sequence is not None
     url = info.sequence.pattern.frame_url(number)

@@ -13,7 +13,7 @@ from typing import Any
 
 from cluster.report.data import actor_busy_ratios, report_data
 from cluster.report.html import render_html
-from pipeline import storage
+from pipeline.store import storage
 from pipeline.thumbnails import Thumb
 
 __all__ = ["actor_busy_ratios", "build_report", "write_report"]

@@ -6,7 +6,7 @@ from actors.render import RenderConfig
 from cluster.checks.provenance import watermark_config
 from cluster.schedule.pool import PoolPlan, actor_execution_threads
 from cluster.spec.job import JobSpec
-from pipeline.decoders import DecodeConfig
+from pipeline.video.decoders import DecodeConfig
 
 
 def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:

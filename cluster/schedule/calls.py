@@ -10,9 +10,9 @@ from cluster.schedule.shot_run import ShotRun
 from cluster.schedule.work_queue import WorkItem
 from cluster.spec.job import JobSpec
 from cluster.state.manifest import RenderRecord
-from pipeline.chunking import Chunk
-from pipeline.encode import EncoderChoice
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask
+from pipeline.video.chunking import Chunk
+from pipeline.video.encode import EncoderChoice
 
 
 def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResult:

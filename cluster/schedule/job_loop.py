@@ -32,11 +32,11 @@ from cluster.schedule.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
 from cluster.schedule.shot_finish import finish_qc, measures_of, write_tracks
 from cluster.schedule.shot_run import ShotRun, log_progress
 from cluster.state.ledger import Ledger
-from pipeline import storage
-from pipeline.chunking import Chunk
 from pipeline.errors import ChecksumError
+from pipeline.store import storage
 from pipeline.thumbnails import boundary_frames
-from pipeline.tracking import track_chunk
+from pipeline.tracking.tracker import track_chunk
+from pipeline.video.chunking import Chunk
 
 logger = logging.getLogger(__name__)
 

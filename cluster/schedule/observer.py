@@ -22,12 +22,12 @@ from cluster.report.progress import Progress
 from cluster.report.summary import JobSummary, ShotSummary
 from cluster.schedule.dispatch import WorkItem
 from cluster.state.manifest import RenderRecord
-from pipeline import storage
 from pipeline.colour import ColourTags
 from pipeline.errors import RecastError
-from pipeline.probe import VideoInfo
-from pipeline.provenance.redact import redact
 from pipeline.qc.config import QcConfig
+from pipeline.store import storage
+from pipeline.store.redact import redact
+from pipeline.video.probe import VideoInfo
 
 QC_THUMBNAILS = 12
 """Flagged frames (the most severe first) that get before/after thumbnails in the report."""

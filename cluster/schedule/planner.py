@@ -21,9 +21,9 @@ from cluster.schedule.shot_run import ShotRun
 from cluster.state.keys import RenderKey
 from cluster.state.ledger import Ledger
 from cluster.state.manifest import RenderRecord
-from pipeline.chunking import Chunk
-from pipeline.faces.types import Face, FaceTask
+from pipeline.geometry.types import Face, FaceTask
 from pipeline.passes.tracks import TrackFrame, track_frames
+from pipeline.video.chunking import Chunk
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class ShotPlanner:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _plan(self, run: ShotRun, faces: list[list[Face]], track_ids: list[list[int]]) -> ShotRenders:
-        from pipeline.faceplan import plan_shot
+        from pipeline.tracking.faceplan import plan_shot
 
         spec = self.prepared.spec
         shot = run.shot

@@ -242,7 +242,7 @@ class ActorPool:
 
 def shared_storage_warnings(work_url: str, shot_urls: list[str]) -> list[str]:
     """Local paths only work on a multi-node cluster if they are a shared filesystem: say so."""
-    from pipeline import storage
+    from pipeline.store import storage
 
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     if len(nodes) < 2:

@@ -6,9 +6,9 @@ import dataclasses
 from typing import Any
 
 from cluster.schedule.shot_run import ShotRun
-from pipeline import storage
 from pipeline.qc.config import QcConfig
 from pipeline.qc.records import FaceMeasure
+from pipeline.store import storage
 
 
 def measures_of(run: ShotRun) -> list[FaceMeasure]:

@@ -12,10 +12,10 @@ from actors.results import ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PlannedShot
 from cluster.state.keys import RenderKey
 from cluster.state.segment_record import SegmentHome
-from pipeline import storage
-from pipeline.encode import EncoderChoice
-from pipeline.faces.types import Face
-from pipeline.tracking import TrackerState
+from pipeline.geometry.types import Face
+from pipeline.store import storage
+from pipeline.tracking.tracker import TrackerState
+from pipeline.video.encode import EncoderChoice
 
 if TYPE_CHECKING:
     from cluster.schedule.dispatch import Dispatcher

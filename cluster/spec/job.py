@@ -39,17 +39,17 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from cluster.lease.acquire import LeaseConfig
 from cluster.spec.output import FieldError, OutputSpec
 from cluster.spec.shot import NAME_RE, ColourSpec, ShotSpec, overridden
-from pipeline import storage, yamlload
 from pipeline.configbase import Frozen
-from pipeline.decoders import DecodeConfig
 from pipeline.errors import InputRefused, SpecError
 from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.limits import CHUNK_MAX_SECONDS, SPEC_MAX_BYTES, InputLimits, min_chunk_seconds
 from pipeline.models.runtime.settings import ExecutionConfig, recast_cache_root
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
-from pipeline.provenance.redact import find_url_credentials, redact_text
 from pipeline.qc.config import QcConfig
-from pipeline.tracking import TrackingConfig
+from pipeline.store import storage, yamlload
+from pipeline.store.redact import find_url_credentials, redact_text
+from pipeline.tracking.tracker import TrackingConfig
+from pipeline.video.decoders import DecodeConfig
 
 
 class ModelsSpec(Frozen):

@@ -10,8 +10,8 @@ from pydantic import field_validator, model_validator
 from cluster.spec.shot import check_media_url
 from pipeline.colour import OutputColour
 from pipeline.configbase import Frozen
-from pipeline.encode import EncodeSettings, check_preset, check_quality
 from pipeline.plates.sequence import is_sequence_url
+from pipeline.video.encode import EncodeSettings, check_preset, check_quality
 
 
 class FieldError(ValueError):

@@ -1,7 +1,7 @@
 """Every URL of a job spec brought to its one canonical spelling, once, before validation.
 
 :func:`canonical_paths` walks every field that names a place (:data:`READ_FIELDS`,
-:data:`WRITTEN_FIELDS`) and replaces its value by :func:`pipeline.urls.canonical`:
+:data:`WRITTEN_FIELDS`) and replaces its value by :func:`pipeline.store.urls.canonical`:
 relative local paths are taken against the spec file's folder, ``file://``,
 ``local://`` and their ``:``-only forms become absolute paths, object-store
 schemes are lower-cased with aliases folded.  Everything after (collision
@@ -21,8 +21,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pipeline import urls
 from pipeline.errors import InputRefused, SpecError
+from pipeline.store import urls
 
 WRITTEN_FIELDS = ("output.url", "output.work_url", "output.pass_url", "shots[].output")
 """Fields naming where the job writes: ``..`` is refused in them as written."""
@@ -49,7 +49,7 @@ def canonical_paths(data: dict[str, Any], base_dir: str | None) -> dict[str, Any
     Relative local paths resolve against ``base_dir`` (the current folder when
     None).  Malformed structure is left for validation to report.  Raises
     SpecError naming the field for a ``..`` in a written field or a URL that
-    cannot be canonical (:func:`pipeline.urls.problem`).
+    cannot be canonical (:func:`pipeline.store.urls.problem`).
     """
     for spec_field in WRITTEN_FIELDS:
         for name, value in _values(data, spec_field):

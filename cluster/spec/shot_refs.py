@@ -9,11 +9,11 @@ from fractions import Fraction
 
 from cluster.spec.job import JobSpec
 from cluster.spec.shot import ColourSpec, FrameRange, ShotSpec, overridden
-from pipeline import storage
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.plates.sequence import is_sequence_url
 from pipeline.provenance.paths import render_url
+from pipeline.store import storage
 
 
 @dataclass(frozen=True)

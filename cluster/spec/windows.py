@@ -13,9 +13,9 @@ import logging
 from dataclasses import dataclass
 
 from cluster.spec.shot_refs import ShotSettings
-from pipeline.chunking import Chunk, ChunkPlan
 from pipeline.errors import SpecError
-from pipeline.probe import VideoInfo
+from pipeline.video.chunking import Chunk, ChunkPlan
+from pipeline.video.probe import VideoInfo
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pipeline.faces.types import Face
-from pipeline.npycheck import npy_problem
+from pipeline.geometry.types import Face
+from pipeline.store.npycheck import npy_problem
 
 
 def faces_to_npz(faces: Sequence[Sequence[Face]]) -> bytes:

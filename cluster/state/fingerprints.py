@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from pipeline import storage
 from pipeline.errors import StorageError
-from pipeline.hashing import sha256_url
 from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
-from pipeline.probe import VideoInfo
+from pipeline.store import storage
+from pipeline.store.hashing import sha256_url
+from pipeline.video.probe import VideoInfo
 
 FingerprintMode = Literal["sampled", "full"]
 SAMPLE_BLOCK_BYTES = 1 << 20

@@ -22,12 +22,12 @@ from cluster.spec.job import JobSpec
 from cluster.spec.shot_refs import ShotRef, ShotSettings
 from cluster.spec.windows import ShotWindow
 from cluster.state.manifest import digest, tasks_digest
-from pipeline import storage
-from pipeline.chunking import Chunk, ChunkPlan
-from pipeline.encode import EncoderChoice
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import AUTO_DETECT_VERSION
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask
+from pipeline.store import storage
+from pipeline.video.chunking import Chunk, ChunkPlan
+from pipeline.video.encode import EncoderChoice
 
 AnalysisKey = NewType("AnalysisKey", str)
 TrackKey = NewType("TrackKey", str)

@@ -17,11 +17,11 @@ from typing import Any
 from cluster.spec.job import JobSpec
 from cluster.state.keys import AnalysisKey, RenderKey, ShotKey, TrackKey
 from cluster.state.manifest import JobManifest, RenderRecord, SegmentHome, digest
-from pipeline import storage
 from pipeline.errors import RecastError
-from pipeline.faces.types import Face
-from pipeline.provenance.redact import redact_text, strip_userinfo
-from pipeline.tracking import TrackerState
+from pipeline.geometry.types import Face
+from pipeline.store import storage
+from pipeline.store.redact import redact_text, strip_userinfo
+from pipeline.tracking.tracker import TrackerState
 
 logger = logging.getLogger(__name__)
 

@@ -39,10 +39,10 @@ from cluster.state.face_npz import faces_from_npz, faces_to_npz
 from cluster.state.fingerprints import output_fingerprint
 from cluster.state.manifest_sign import MAC_FIELD, sign, signed_by
 from cluster.state.segment_record import RenderRecord, SegmentHome
-from pipeline import jsonload, storage
 from pipeline.errors import InputRefused, StorageError
-from pipeline.faces.types import Face, FaceTask
+from pipeline.geometry.types import Face, FaceTask
 from pipeline.limits import ANALYSIS_MAX_BYTES, WORK_RECORD_MAX_BYTES
+from pipeline.store import jsonload, storage
 
 __all__ = [
     "MANIFEST_DIR",

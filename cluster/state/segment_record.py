@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline import storage
 from pipeline.errors import StorageError
-from pipeline.hashing import sha256_url
+from pipeline.store import storage
+from pipeline.store.hashing import sha256_url
 
 
 @dataclass(frozen=True)

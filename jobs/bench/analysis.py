@@ -32,13 +32,13 @@ import numpy as np
 from actors.render import RenderConfig, RenderWorker
 from jobs.bench.decode_reuse import measure_render_reuse, reuse_lines
 from jobs.bench.detect_size import detect_size_lines, measure_detect_size
-from pipeline.chunking import Chunk
-from pipeline.decode import decode_range
-from pipeline.faces.align import warp_crops
 from pipeline.faces.analyze import to_uint8
 from pipeline.faces.config import FaceConfig
+from pipeline.geometry.align import warp_crops
 from pipeline.models.runtime.settings import ExecutionConfig
-from pipeline.probe import probe
+from pipeline.video.chunking import Chunk
+from pipeline.video.decode import decode_range
+from pipeline.video.probe import probe
 
 PARTS = ("decode", "letterbox", "detector", "postprocess", "align", "recognizer", "bookkeeping")
 MODES = ("every_frame", "track")

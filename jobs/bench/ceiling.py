@@ -17,20 +17,20 @@ import numpy as np
 
 from jobs.bench.runs import encode_settings
 from jobs.bench.standins import CONTRACTS
-from pipeline.chunking import Chunk
-from pipeline.decode import Frame
-from pipeline.encode import SegmentWriter, choose_encoder
 from pipeline.faces.analyze import FaceAnalyzer
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.identity import load_identity
 from pipeline.faces.renderers.cpu import FaceRenderer
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask
 from pipeline.models.loader import load_face_models
 from pipeline.models.pack import ModelEntry, load_pack
 from pipeline.models.runtime import make_runner
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.models.scrfd import ScrfdDetector
-from pipeline.probe import probe
+from pipeline.video.chunking import Chunk
+from pipeline.video.decode import Frame
+from pipeline.video.encode import SegmentWriter, choose_encoder
+from pipeline.video.probe import probe
 
 
 def measure_ceiling(

@@ -16,9 +16,9 @@ import time
 from typing import Any
 
 from actors.render import RenderWorker
-from pipeline.chunking import Chunk
-from pipeline.encode import EncodeSettings, choose_encoder
-from pipeline.probe import VideoInfo
+from pipeline.video.chunking import Chunk
+from pipeline.video.encode import EncodeSettings, choose_encoder
+from pipeline.video.probe import VideoInfo
 
 
 def measure_render_reuse(

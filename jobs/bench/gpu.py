@@ -14,9 +14,9 @@ panned and zoomed; nothing downloaded):
 * **decode+device**: at the best batch size, what a render actor runs, end to end from
   the file: the renderer :func:`~pipeline.faces.renderers.make_renderer` chooses
   (the device renderer on CUDA, which uploads and downloads through its pinned host
-  buffers), fed by :func:`~pipeline.stages.run_stages` from ``pipeline.decode``.
+  buffers), fed by :func:`~pipeline.stages.run_stages` from ``pipeline.video.decode``.
 * **decode+device+encode**: the same plus CPU encode (libx264 ``ultrafast``, every
-  core, ``pipeline.encode.SegmentWriter`` as the writer stage; H200s have no NVENC).
+  core, ``pipeline.video.encode.SegmentWriter`` as the writer stage; H200s have no NVENC).
 
 Models: production-cost stand-ins (inswapper_128- and GFPGAN-1.4-sized, same I/O)
 converted to torch (onnx2torch) and run in fp16 on CUDA
@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from jobs.bench.gpu_inputs import Settings, analyse, build_pack, identities, load_models, make_clip
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask
 from pipeline.models.loader import FaceModels
 
 logger = logging.getLogger(__name__)
@@ -158,12 +158,12 @@ def pipeline_row(
     overlaps decode, render and encode on three threads.  ``model_busy_share`` is the
     share of the wall time the render stage was busy, as the actor reports it.
     """
-    from pipeline.chunking import Chunk
-    from pipeline.decode import Frame, decode_range
-    from pipeline.encode import EncodeSettings, SegmentWriter, choose_encoder
     from pipeline.faces.renderers import make_renderer
-    from pipeline.probe import probe
     from pipeline.stages import run_stages
+    from pipeline.video.chunking import Chunk
+    from pipeline.video.decode import Frame, decode_range
+    from pipeline.video.encode import EncodeSettings, SegmentWriter, choose_encoder
+    from pipeline.video.probe import probe
 
     info = probe(clip)
     n = info.frame_count

@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.faces.identity import Identity
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask, Identity
 from pipeline.models.loader import FaceModels
 
 SIZES = {"1080p": (1920, 1080), "720p": (1280, 720), "tiny": (320, 180)}
@@ -151,8 +150,8 @@ def make_clip(settings: Settings) -> str:
 
 def analyse(clip: str, models: FaceModels) -> tuple[list[np.ndarray], list[list[FaceTask]], dict[str, Any]]:
     """Decode every frame, detect faces (one pass), and turn them into face tasks."""
-    from pipeline.decode import decode_range
-    from pipeline.probe import probe
+    from pipeline.video.decode import decode_range
+    from pipeline.video.probe import probe
 
     info = probe(clip)
     frames = [f.rgb for f in decode_range(clip, info, 0, info.frame_count)]

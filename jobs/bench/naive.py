@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 
 import av
 
-from pipeline.chunking import Chunk
-from pipeline.decode import Frame
-from pipeline.encode import EncodeSettings, SegmentWriter, choose_encoder
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.faces.select import select_faces
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask
 from pipeline.models.runtime.settings import ExecutionConfig
-from pipeline.probe import probe
+from pipeline.video.chunking import Chunk
+from pipeline.video.decode import Frame
+from pipeline.video.encode import EncodeSettings, SegmentWriter, choose_encoder
+from pipeline.video.probe import probe
 
 logger = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ On a GPU machine with ``PyNvVideoCodec`` (``infra/device/h200_check.sh`` runs it
 Per clip (generated here: H.264 8-bit and HEVC 10-bit, 4:2:0, B-frames, one
 keyframe a second) it times, over the whole clip:
 
-* ``pyav_fps``: :func:`pipeline.decode.decode_range` (FFmpeg on every core, RGB frames);
-* ``nvdec_fps``: :func:`pipeline.nvdec.nvdec_range` (NVDEC, the same RGB frames);
+* ``pyav_fps``: :func:`pipeline.video.decode.decode_range` (FFmpeg on every core, RGB frames);
+* ``nvdec_fps``: :func:`pipeline.video.nvdec.nvdec_range` (NVDEC, the same RGB frames);
 * ``nvdec_device_fps``: NVDEC alone, each surface copied once in device memory
-  (:func:`pipeline.nvdec.device_surfaces`): the ceiling of a device-resident path;
+  (:func:`pipeline.video.nvdec.device_surfaces`): the ceiling of a device-resident path;
 
 and compares ``nvdec_range``'s frames with ``decode_range``'s: count, pts, largest
 difference in code values.  Without NVDEC (no package or no CUDA) the JSON says why
@@ -33,9 +33,9 @@ from typing import Any
 import av
 import numpy as np
 
-from pipeline.decode import decode_range
-from pipeline.decoders import nvdec_runtime_problem, nvdec_source_problem
-from pipeline.probe import probe
+from pipeline.video.decode import decode_range
+from pipeline.video.decoders import nvdec_runtime_problem, nvdec_source_problem
+from pipeline.video.probe import probe
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def _timed(frames: Iterator[Any]) -> tuple[list[Any], float]:
 def _device_fps(url: str, info: Any) -> float:
     import torch
 
-    from pipeline.nvdec import device_surfaces
+    from pipeline.video.nvdec import device_surfaces
 
     count = 0
     started = time.perf_counter()
@@ -113,7 +113,7 @@ def bench_clip(url: str, nvdec: bool) -> dict[str, Any]:
     if not nvdec or problem is not None:
         row["nvdec_skipped"] = problem or "NVDEC unavailable"
         return row
-    from pipeline.nvdec import nvdec_range
+    from pipeline.video.nvdec import nvdec_range
 
     list(nvdec_range(url, info, 0, min(8, info.frame_count)))  # decoder start-up outside the timing
     got, row["nvdec_fps"] = _timed(nvdec_range(url, info, 0, info.frame_count))

@@ -139,7 +139,7 @@ def measure_reads(pattern: str, fmt: PlateFormat, threads: int) -> tuple[dict[st
     from pipeline.plates.colour import PlateConverter
     from pipeline.plates.frames import read_plates
     from pipeline.plates.probe import probe_sequence
-    from pipeline.plates.types import ColourRequest
+    from pipeline.video.sequence_types import ColourRequest
 
     started = time.perf_counter()
     info = probe_sequence(pattern, colour=ColourRequest(plate_space=fmt.space), threads=threads)
@@ -188,7 +188,7 @@ def io_case(
 
 
 def _remove_remote(url: str) -> None:
-    from pipeline import storage
+    from pipeline.store import storage
 
     fs, path = storage.filesystem(url)
     fs.rm(path, recursive=True)

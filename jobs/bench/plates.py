@@ -20,7 +20,7 @@ import numpy as np
 import OpenImageIO as oiio
 import PyOpenColorIO as ocio
 
-from pipeline.plates.types import DEFAULT_CONFIG, DEFAULT_MODEL_SPACE
+from pipeline.video.sequence_types import DEFAULT_CONFIG, DEFAULT_MODEL_SPACE
 
 SIZES = {"2K": (2048, 1080), "4K": (4096, 2160)}
 FPS = 24

@@ -16,7 +16,7 @@ import resource
 from jobs.bench.memory import ActorMemoryPoller
 from jobs.bench.quality import IDENTITY_EVERY, quality_of
 from jobs.bench.settings import Settings
-from pipeline.encode import EncodeSettings
+from pipeline.video.encode import EncodeSettings
 
 logger = logging.getLogger(__name__)
 

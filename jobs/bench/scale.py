@@ -64,7 +64,7 @@ class ScaleSettings:
 
 
 def _video_info(name: str, settings: ScaleSettings) -> Any:
-    from pipeline.probe import VideoInfo
+    from pipeline.video.probe import VideoInfo
 
     frames = int(settings.chunks_per_shot * settings.chunk_seconds * settings.fps)
     return VideoInfo(
@@ -135,8 +135,8 @@ def simulated_merge(
     """Publishes a stand-in output atomically: what the driver does around a merge, without the merge."""
     from cluster.publish.merge import Published
     from cluster.state.fingerprints import stat_fingerprint
-    from pipeline import storage
-    from pipeline.merge import MergeStats
+    from pipeline.store import storage
+    from pipeline.video.merge import MergeStats
 
     data = f"simulated output of {len(segment_urls)} segments\n".encode()
     storage.write_bytes(output_url, data, overwrite=overwrite)

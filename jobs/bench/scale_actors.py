@@ -22,11 +22,11 @@ import numpy as np
 import ray
 
 from actors.results import ChunkAnalysis, SegmentResult
-from pipeline import storage
-from pipeline.chunking import Chunk
-from pipeline.encode import EncoderChoice
-from pipeline.faces.types import Face
-from pipeline.probe import VideoInfo
+from pipeline.geometry.types import Face
+from pipeline.store import storage
+from pipeline.video.chunking import Chunk
+from pipeline.video.encode import EncoderChoice
+from pipeline.video.probe import VideoInfo
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from jobs.bench.onnxgraph import GraphBuilder, save_model, value_info
-from pipeline.hashing import sha256_file
+from pipeline.store.hashing import sha256_file
 
 Size = Literal["tiny", "production"]
 

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from pipeline.faces.align import warp_crops
 from pipeline.faces.detectsize import DetectTiles
 from pipeline.faces.embedplan import EmbedSchedule
-from pipeline.faces.types import Face
+from pipeline.geometry.align import warp_crops
+from pipeline.geometry.types import Face
 
 if TYPE_CHECKING:
-    from pipeline.decode import Frame
     from pipeline.models.loader import FaceModels
+    from pipeline.video.decode import Frame
 
 
 def to_uint8(frame: np.ndarray) -> np.ndarray:

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.types import Face
+from pipeline.geometry.boxes import box_iou
+from pipeline.geometry.types import Face
 from pipeline.models.detector_sizes import input_size
-from pipeline.tracking import box_iou
 
 if TYPE_CHECKING:
     from pipeline.models.detector_sizes import DetectorSizes

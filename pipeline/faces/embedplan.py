@@ -31,8 +31,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.types import Face
-from pipeline.tracking import box_iou
+from pipeline.geometry.boxes import box_iou
+from pipeline.geometry.types import Face
 
 JUMP_IOU = 0.5
 """Below this IoU with its previous box a face is embedded (the tracker's own gate is 0.3)."""

@@ -16,14 +16,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.errors import FaceError
 from pipeline.faces.pictures import load_picture
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face, Identity
 from pipeline.limits import InputLimits
 
 if TYPE_CHECKING:
@@ -32,21 +31,6 @@ if TYPE_CHECKING:
     from pipeline.models.roles import Swapper
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, eq=False)
-class Identity:
-    """One source person, ready for selection (embedding) and swapping (source face)."""
-
-    name: str
-    embedding: np.ndarray  # (D,) float32, L2-normalised, recognizer space
-    source_rgb: np.ndarray  # HxWx3 uint8, the first image
-    source_landmarks: np.ndarray  # (5, 2) float32 in source_rgb
-    source_box: np.ndarray  # (4,) float32 in source_rgb
-    adapter: LoadedAdapter | None = None  # swapper LoRA adapter for this person; None = base model
-    prepared: Any = None
-    """What one swapper's ``prepare`` made of this identity (:func:`prepared_for`); then
-    ``source_rgb`` is dropped (an empty array) and renderers use this instead."""
 
 
 def with_adapter(identity: Identity, adapter: LoadedAdapter | None) -> Identity:

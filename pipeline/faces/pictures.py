@@ -19,9 +19,9 @@ import warnings
 import cv2
 import numpy as np
 
-from pipeline import storage
 from pipeline.errors import InputRefused, StorageError
 from pipeline.limits import InputLimits
+from pipeline.store import storage
 
 NOT_AN_IMAGE = "not a readable image (JPEG, PNG, TIFF, WebP ...)"
 SIZED_FORMATS = frozenset({"JPEG", "MPO", "PNG", "TIFF", "WEBP", "BMP", "PPM"})

@@ -9,8 +9,7 @@ from scipy.optimize import linear_sum_assignment
 
 from pipeline.errors import SpecError
 from pipeline.faces.config import SelectionConfig
-from pipeline.faces.identity import Identity
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face, Identity
 
 
 def check_selection(selection: SelectionConfig, identities: Mapping[str, Identity]) -> None:

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from pipeline import storage
 from pipeline.errors import InputRefused, ModelPackError
-from pipeline.hashing import sha256_file
 from pipeline.lora.prepare import LoraSlots
+from pipeline.store import storage
+from pipeline.store.hashing import sha256_file
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import ModelPackError
 from pipeline.limits import ONNX_MAX_BYTES
+from pipeline.store import storage
 
 log = logging.getLogger(__name__)
 

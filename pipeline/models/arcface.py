@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.errors import ModelPackError
-from pipeline.faces.align import warp_crops
-from pipeline.faces.types import Face
+from pipeline.geometry.align import warp_crops
+from pipeline.geometry.types import Face
 from pipeline.models.contracts import contract_size
 from pipeline.models.runtime.batching import run_batched
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, cast
 import cv2
 import numpy as np
 
-from pipeline.faces.align import Template, warp_crops
-from pipeline.faces.blend import face_ellipse_mask
+from pipeline.geometry.align import Template, warp_crops
+from pipeline.geometry.blend import face_ellipse_mask
 
 if TYPE_CHECKING:
     import torch
 
-    from pipeline.faces.identity import Identity
+    from pipeline.geometry.types import Identity
     from pipeline.models.pack import ModelEntry
     from pipeline.models.runtime.protocols import Runner
 

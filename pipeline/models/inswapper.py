@@ -38,7 +38,7 @@ from pipeline.models.runtime.torch_runner import torch_device_of, torch_runner_o
 if TYPE_CHECKING:
     import torch
 
-    from pipeline.faces.identity import Identity
+    from pipeline.geometry.types import Identity
     from pipeline.models.pack import ModelEntry
     from pipeline.models.runtime.protocols import Runner
 

@@ -35,14 +35,14 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from pipeline import jsonload, storage
 from pipeline.configbase import Frozen
 from pipeline.errors import ModelPackError, StorageError
 from pipeline.limits import MANIFEST_MAX_BYTES, MODEL_FILE_MAX_BYTES
 from pipeline.models.contracts import FILELESS_KINDS, REQUIRED_ROLES, check_model_contract, check_role_kind
 from pipeline.models.runtime.settings import recast_cache_root
 from pipeline.models.verified import VerifiedFiles
-from pipeline.provenance.redact import redact_text
+from pipeline.store import jsonload, storage
+from pipeline.store.redact import redact_text
 
 log = logging.getLogger(__name__)
 

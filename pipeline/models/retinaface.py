@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.errors import ModelPackError
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 from pipeline.models.runtime.batching import DETECTOR_STAGES, add_detector_seconds, run_batched
 from pipeline.models.yunet import _nms_faces, letterbox_bgr
 

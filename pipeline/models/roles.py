@@ -17,8 +17,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-    from pipeline.faces.identity import Identity
-    from pipeline.faces.types import Face
+    from pipeline.geometry.types import Face, Identity
 
 
 class Detector(Protocol):

@@ -20,7 +20,7 @@ import numpy as np
 from insightface.model_zoo.scrfd import distance2bbox, distance2kps
 
 from pipeline.errors import ModelPackError
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 from pipeline.models.contracts import contract_fraction, contract_size
 from pipeline.models.runtime.batching import DETECTOR_STAGES, add_detector_seconds
 

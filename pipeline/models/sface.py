@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.errors import ModelPackError
-from pipeline.faces.align import warp_crops
-from pipeline.faces.types import Face
+from pipeline.geometry.align import warp_crops
+from pipeline.geometry.types import Face
 from pipeline.models.runtime.batching import run_batched
 
 if TYPE_CHECKING:

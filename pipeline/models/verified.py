@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 
-from pipeline.hashing import sha256_file
+from pipeline.store.hashing import sha256_file
 
 FileKey = tuple[str, int, int, int]
 """(real path, inode, mtime in ns, size)."""

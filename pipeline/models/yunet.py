@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from pipeline.errors import ModelPackError
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 from pipeline.models.runtime.batching import DETECTOR_STAGES, add_detector_seconds, run_batched
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import OpenImageIO as oiio
 
-from pipeline.decode import Frame
+from pipeline.video.decode import Frame
 
 _TOP16 = 65535.0
 PASS_HEADER_ATTRIBUTES = (

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.faces.align import estimate_similarity, invert_affine
-from pipeline.faces.types import Face, FaceTask
+from pipeline.geometry.align import estimate_similarity, invert_affine
+from pipeline.geometry.types import Face, FaceTask
 
 TEMPLATE_SIZE = 112
 

@@ -13,9 +13,9 @@ import logging
 import numpy as np
 import PyOpenColorIO as ocio
 
-from pipeline import storage
 from pipeline.errors import SpecError
-from pipeline.plates.types import ColourRequest, PlateColour, SequenceInfo
+from pipeline.store import storage
+from pipeline.video.sequence_types import ColourRequest, PlateColour, SequenceInfo
 
 log = logging.getLogger(__name__)
 

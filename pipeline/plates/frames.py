@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 import OpenImageIO as oiio
 
-from pipeline import storage
-from pipeline.decode import Frame
 from pipeline.errors import MediaError
-from pipeline.hashing import sha256_file
 from pipeline.plates.colour import PlateConverter
 from pipeline.plates.imagefile import header_of, open_image
-from pipeline.plates.types import SequenceInfo
-from pipeline.probe import VideoInfo
+from pipeline.store import storage
+from pipeline.store.hashing import sha256_file
+from pipeline.video.decode import Frame
+from pipeline.video.probe import VideoInfo
+from pipeline.video.sequence_types import SequenceInfo
 
 MODEL_SCALE = 65535.0
 """``rgb`` is model-space RGB scaled by this to uint16."""

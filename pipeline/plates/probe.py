@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from typing import Any
 
-from pipeline import storage
 from pipeline.errors import MediaError
 from pipeline.limits import InputLimits
 from pipeline.plates.colour import resolve_colour
@@ -29,8 +28,9 @@ from pipeline.plates.sequence import (
     parse_sequence_url,
     runs_are,
 )
-from pipeline.plates.types import ColourRequest, SequenceInfo, pixel_dtype
-from pipeline.probe import VideoInfo
+from pipeline.store import storage
+from pipeline.video.probe import VideoInfo
+from pipeline.video.sequence_types import ColourRequest, SequenceInfo, pixel_dtype
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import fileseq
 
-from pipeline import storage
 from pipeline.errors import MediaError, StorageError
+from pipeline.store import storage
+from pipeline.video.sequence_types import SequencePattern
 
 _PADDING = re.compile(r"#+|@+|%0?\d*d")
 
@@ -32,28 +33,6 @@ def _split_name(url: str) -> tuple[str, str]:
 def is_sequence_url(url: str) -> bool:
     """True when the file name carries frame padding (``####``, ``#``, ``@@@@``, ``%04d``)."""
     return bool(_PADDING.search(_split_name(url)[1]))
-
-
-@dataclass(frozen=True)
-class SequencePattern:
-    """A parsed sequence URL: ``directory/head<number>tail``, numbers zero-padded to ``padding``."""
-
-    url: str
-    directory: str
-    head: str
-    tail: str
-    padding: int
-
-    @property
-    def ext(self) -> str:
-        """File extension, lower case, without the dot (``exr``)."""
-        return self.tail.rpartition(".")[2].lower()
-
-    def frame_name(self, number: int) -> str:
-        return f"{self.head}{number:0{self.padding}d}{self.tail}"
-
-    def frame_url(self, number: int) -> str:
-        return f"{self.directory}/{self.frame_name(number)}"
 
 
 def _padding(pad: str) -> int:

@@ -19,12 +19,12 @@ from typing import Any
 
 from pydantic import Field
 
-from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import StorageError
-from pipeline.hashing import sha256_url
 from pipeline.limits import WORK_RECORD_MAX_BYTES
-from pipeline.provenance.redact import redact
+from pipeline.store import storage
+from pipeline.store.hashing import sha256_url
+from pipeline.store.redact import redact
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline import storage
 from pipeline.errors import InputRefused, SpecError
 from pipeline.limits import EMBEDDING_MAX_BYTES
-from pipeline.npycheck import npy_problem
 from pipeline.provenance.policy import Policy, PolicyError
+from pipeline.store import storage
+from pipeline.store.npycheck import npy_problem
 
 if TYPE_CHECKING:
     from pipeline.models.loader import FaceModels

@@ -28,12 +28,12 @@ from typing import Any, Literal
 import c2pa
 from pydantic import Field
 
-from pipeline import storage
 from pipeline.configbase import Frozen
 from pipeline.errors import InputRefused, MediaError, SpecError
 from pipeline.limits import PEM_MAX_BYTES
 from pipeline.provenance.config import SignerConfig
-from pipeline.provenance.redact import redact
+from pipeline.store import storage
+from pipeline.store.redact import redact
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import re
 import string
 from collections.abc import Mapping
 
-from pipeline import storage
 from pipeline.errors import SpecError
+from pipeline.store import storage
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\- ]{0,199}$")
 """A field value: a plain name; no separators, no leading dot, no control characters."""

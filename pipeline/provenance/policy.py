@@ -24,10 +24,10 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from pipeline import storage, urls, yamlload
 from pipeline.configbase import Frozen
 from pipeline.errors import InputRefused, RecastError, SpecError
 from pipeline.limits import SPEC_MAX_BYTES
+from pipeline.store import storage, urls, yamlload
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ def comparable_url(url: str) -> str:
 
 
 def _normalise(url: str) -> str:
-    """Comparable form: the canonical URL (:func:`pipeline.urls.canonical`, every spelling of a
+    """Comparable form: the canonical URL (:func:`pipeline.store.urls.canonical`, every spelling of a
     place alike), local paths as resolved absolute ``file://`` URLs.
 
     Symbolic links are resolved (``os.path.realpath``), so a link inside an

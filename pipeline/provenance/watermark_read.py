@@ -58,8 +58,8 @@ def read_clip(url: str, detector: Detector | None, *, max_frames: int) -> ClipRe
     Raises :class:`pipeline.errors.RecastError` or ``av.FFmpegError`` for an unreadable input."""
     import av
 
-    from pipeline import storage
     from pipeline.errors import RecastError
+    from pipeline.store import storage
 
     blocks: list[list[BlockCoeffs]] = []
     faces: list[int] = []

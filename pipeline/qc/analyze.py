@@ -17,15 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.faceplan import ShotFacePlan
 from pipeline.faces.config import SelectionConfig
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 from pipeline.qc.config import QcConfig
 from pipeline.qc.coverage import STATES, coverage
 from pipeline.qc.identity import identity_series, identity_switches
 from pipeline.qc.marks import ShotTracks, merge_marks
 from pipeline.qc.records import REASONS, FaceMeasure, Flag
 from pipeline.qc.stability import stability
+from pipeline.tracking.faceplan import ShotFacePlan
 
 DIGITS = 4
 """Series are rounded to this many decimals in ``to_dict`` (a 10,000-frame shot stays small)."""

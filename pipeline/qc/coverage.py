@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.faceplan import ShotFacePlan
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 from pipeline.qc.config import QcConfig
 from pipeline.qc.marks import Mark, ShotTracks, runs
+from pipeline.tracking.faceplan import ShotFacePlan
 
 STATES = ("replaced", "bridged", "hidden", "unreplaced")
 

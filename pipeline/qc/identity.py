@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.faceplan import ShotFacePlan
 from pipeline.faces.config import SelectionConfig
 from pipeline.qc.config import QcConfig
 from pipeline.qc.marks import Mark, ShotTracks, excess_severity, runs
 from pipeline.qc.records import FaceMeasure
+from pipeline.tracking.faceplan import ShotFacePlan
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.faceplan import ShotFacePlan
-from pipeline.faces.types import Face, FaceTask
+from pipeline.geometry.types import Face, FaceTask
 from pipeline.qc.records import Flag
+from pipeline.tracking.faceplan import ShotFacePlan
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 import cv2
 import numpy as np
 
-from pipeline.faces.align import warp_crops
 from pipeline.faces.analyze import to_uint8
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.align import warp_crops
+from pipeline.geometry.types import FaceTask
 from pipeline.qc.records import GRID, FaceMeasure
 
 EDGE_LOW, EDGE_HIGH = 0.1, 0.9

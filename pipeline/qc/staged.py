@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.faceplan import ShotFacePlan
 from pipeline.faces.config import SelectionConfig
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 from pipeline.qc.analyze import ShotQC, analyze_shot
 from pipeline.qc.config import QcConfig
 from pipeline.qc.records import FaceMeasure
+from pipeline.tracking.faceplan import ShotFacePlan
 
 NEEDS_EMBEDDINGS = ("identity_switch",)
 """Flags decided at planning (they compare the original faces' embeddings)."""

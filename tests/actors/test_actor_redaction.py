@@ -72,7 +72,7 @@ print(json.dumps({"files": files, "setup_error": setup_error}), flush=True)
 print("PHASE-2", file=sys.stderr, flush=True)
 
 from jobs.cli import configure_logging
-from pipeline.provenance.redact import install_log_redaction, redact_process_output
+from pipeline.store.redact import install_log_redaction, redact_process_output
 
 configure_logging("INFO")
 redact_process_output()

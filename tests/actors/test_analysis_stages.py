@@ -6,9 +6,9 @@ import pytest
 
 from actors.render import RenderConfig, RenderWorker
 from jobs.bench.clips import make_face_clip
-from pipeline.chunking import plan_chunks
 from pipeline.faces.config import FaceConfig
-from pipeline.probe import probe
+from pipeline.video.chunking import plan_chunks
+from pipeline.video.probe import probe
 
 PARTS = ("decode", "letterbox", "detector", "postprocess", "align", "recognizer", "bookkeeping")
 

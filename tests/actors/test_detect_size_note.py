@@ -11,9 +11,9 @@ import numpy as np
 
 from actors.render import RenderConfig, RenderWorker
 from jobs.bench import standins
-from pipeline.chunking import plan_chunks
 from pipeline.faces.config import FaceConfig
-from pipeline.probe import probe
+from pipeline.video.chunking import plan_chunks
+from pipeline.video.probe import probe
 from tests.clips import ClipSpec, write_clip
 from tests.faces_data import _background
 from tests.pipeline.faces.test_detect_reduced import _generic_names

@@ -11,13 +11,13 @@ import ray
 
 from actors.render import RenderActor, RenderConfig
 from jobs.bench.clips import make_face_clip, write_source_image
-from pipeline import storage
-from pipeline.chunking import plan_chunks
-from pipeline.encode import EncodeSettings
-from pipeline.faceplan import plan_shot
 from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
-from pipeline.probe import probe
-from pipeline.tracking import TrackingConfig, track_chunk
+from pipeline.store import storage
+from pipeline.tracking.faceplan import plan_shot
+from pipeline.tracking.tracker import TrackingConfig, track_chunk
+from pipeline.video.chunking import plan_chunks
+from pipeline.video.encode import EncodeSettings
+from pipeline.video.probe import probe
 from tests.raytools import s3_env_vars
 
 pytestmark = pytest.mark.ray

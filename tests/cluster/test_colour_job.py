@@ -18,8 +18,8 @@ from cluster.driver import run_job
 from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
 from pipeline.colour import UNSPECIFIED, ColourTags
-from pipeline.colr import read_colr
-from pipeline.probe import probe
+from pipeline.video.colr import read_colr
+from pipeline.video.probe import probe
 from tests.colour_media import SOURCES, TAGS, assert_kept, frame_errors, frame_tags, read_back, write_sources
 
 pytestmark = pytest.mark.ray

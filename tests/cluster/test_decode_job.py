@@ -17,8 +17,8 @@ from actors.render import RenderConfig, RenderWorker
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
-from pipeline.decoders import DecodeConfig, nvdec_runtime_problem
 from pipeline.errors import SpecError
+from pipeline.video.decoders import DecodeConfig, nvdec_runtime_problem
 from tests.clips import ClipSpec, write_clip
 from tests.cluster.test_driver import decoded_indices
 

@@ -11,8 +11,8 @@ import pytest
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
 from jobs.bench.clips import write_source_image
-from pipeline import storage
 from pipeline.errors import SpecError
+from pipeline.store import storage
 from tests.clips import ClipSpec, read_index, write_clip
 
 pytestmark = pytest.mark.ray

@@ -34,8 +34,8 @@ from cluster.lease.acquire import (
 )
 from cluster.lease.store import LeaseStore
 from cluster.spec.job import parse_spec
-from pipeline import storage
 from pipeline.errors import SpecError
+from pipeline.store import storage
 from tests.raytools import REPO
 
 FAST = LeaseConfig.model_construct(expiry_seconds=1.5, heartbeat_seconds=0.2)

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from cluster.lease.acquire import Holder
-from pipeline import storage
+from pipeline.store import storage
 from tests.cluster.faultjobs import job_spec, make_media, sha256_file, tmp_files
 from tests.raytools import RAY_ENV, REPO, Head, ray_head
 

@@ -9,8 +9,8 @@ import numpy as np
 from cluster.state.keys import AnalysisKey, RenderKey, TrackKey
 from cluster.state.ledger import Ledger
 from cluster.state.manifest import JobManifest, RenderRecord, SegmentHome
-from pipeline.faces.types import Face
-from pipeline.tracking import TrackerState, TrackingConfig, track_chunk
+from pipeline.geometry.types import Face
+from pipeline.tracking.tracker import TrackerState, TrackingConfig, track_chunk
 
 
 def _faces(frames: int) -> list[list[Face]]:

@@ -29,9 +29,9 @@ from cluster.state.manifest import (
     tasks_digest,
 )
 from jobs.bench.clips import make_face_clip
-from pipeline.chunking import Chunk, ChunkPlan
-from pipeline.encode import EncoderChoice
-from pipeline.faces.types import Face, FaceTask
+from pipeline.geometry.types import Face, FaceTask
+from pipeline.video.chunking import Chunk, ChunkPlan
+from pipeline.video.encode import EncoderChoice
 from tests.cluster.faultjobs import job_spec, make_media, records
 
 

@@ -18,8 +18,8 @@ import pytest
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
 from jobs.bench.clips import make_face_clip, write_source_image
-from pipeline.decode import decode_range
-from pipeline.probe import probe
+from pipeline.video.decode import decode_range
+from pipeline.video.probe import probe
 from tests.plates import write_sequence
 
 pytestmark = pytest.mark.ray

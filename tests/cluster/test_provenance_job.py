@@ -24,14 +24,14 @@ import yaml
 from cluster.checks.prepare import prepare_job
 from cluster.spec.job import parse_spec
 from jobs.bench.clips import make_face_clip, write_source_image
-from pipeline import storage
 from pipeline.errors import SpecError
 from pipeline.provenance.audit import AuditLog
 from pipeline.provenance.consent import picture_embeddings
 from pipeline.provenance.credentials import verify_video
 from pipeline.provenance.policy import PolicyError
-from pipeline.provenance.redact import RedactingFilter
 from pipeline.provenance.watermark import WatermarkConfig, detect, job_payload
+from pipeline.store import storage
+from pipeline.store.redact import RedactingFilter
 from tests.faces_data import astronaut, default_models, default_pack  # noqa: F401
 from tests.pipeline.provenance.provenance_helpers import make_test_ca
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from cluster.report.build import actor_busy_ratios, build_report, write_report
-from pipeline import storage
-from pipeline.chunking import Chunk, ChunkPlan
-from pipeline.decode import decode_range
 from pipeline.errors import MediaError
-from pipeline.probe import VideoInfo, probe
+from pipeline.store import storage
 from pipeline.thumbnails import Thumb, boundary_frames, thumbnails
+from pipeline.video.chunking import Chunk, ChunkPlan
+from pipeline.video.decode import decode_range
+from pipeline.video.probe import VideoInfo, probe
 from tests.clips import ClipSpec, read_index, write_clip
 from tests.cluster.browser import check_page, find_chromium
 

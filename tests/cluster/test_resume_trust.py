@@ -27,13 +27,13 @@ from cluster.state.ledger import Ledger
 from cluster.state.manifest import JobManifest, RenderRecord, SegmentHome, faces_to_npz
 from cluster.state.manifest_sign import MANIFEST_KEY_ENV, manifest_key
 from cluster.state.segment_record import is_file_in
-from pipeline import storage
 from pipeline.errors import ChecksumError, SpecError
-from pipeline.faces.types import Face
-from pipeline.hashing import fetch_verified
+from pipeline.geometry.types import Face
 from pipeline.plates.probe import probe_sequence
-from pipeline.probe import probe
-from pipeline.tracking import TrackingConfig, track_chunk
+from pipeline.store import storage
+from pipeline.store.hashing import fetch_verified
+from pipeline.tracking.tracker import TrackingConfig, track_chunk
+from pipeline.video.probe import probe
 from tests.clips import with_timecode
 from tests.cluster.faultjobs import job_spec, make_media
 from tests.plates import write_sequence

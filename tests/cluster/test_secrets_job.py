@@ -33,7 +33,7 @@ import yaml
 
 from jobs.bench.clips import make_face_clip, write_source_image
 from pipeline.models.pack import BUILTIN_DEFAULT, load_pack
-from pipeline.provenance.redact import RedactingFilter
+from pipeline.store.redact import RedactingFilter
 from tests.pipeline.provenance.provenance_helpers import make_test_ca
 from tests.raytools import RAY_ENV, REPO
 

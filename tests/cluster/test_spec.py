@@ -104,7 +104,7 @@ def test_patterns_expand_and_names_must_be_unique(tmp_path) -> None:
 
 
 def test_patterns_expand_on_s3(s3_bucket: str) -> None:
-    from pipeline import storage
+    from pipeline.store import storage
 
     for name in ("x1.mp4", "x2.mp4"):
         storage.write_bytes(f"{s3_bucket}/plates/{name}", b"x")

@@ -21,12 +21,12 @@ import yaml
 from jobs import detect_watermark as detect_cli
 from jobs.bench.clips import write_source_image
 from jobs.bench.watermark import moving_face_frames, read_video, write_video
-from pipeline import storage
 from pipeline.models.loader import load_detector
 from pipeline.models.pack import load_pack
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.provenance.watermark import WatermarkConfig, job_payload
 from pipeline.provenance.watermark_read import read_clip, scan
+from pipeline.store import storage
 
 JOB_ID = "wm-small-face"
 FRAMES = 48

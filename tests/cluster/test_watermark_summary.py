@@ -14,9 +14,9 @@ from cluster.report.html import render_html
 from cluster.report.summary import JobSummary, ShotSummary
 from cluster.schedule.calls import reused_segment, segment_record
 from cluster.state.manifest import JobManifest, SegmentHome
-from pipeline.encode import EncoderChoice
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask
 from pipeline.provenance.watermark import WatermarkConfig, detect, job_payload
+from pipeline.video.encode import EncoderChoice
 
 PAYLOAD = job_payload("job-7")
 

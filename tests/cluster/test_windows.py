@@ -7,8 +7,8 @@ import pytest
 from cluster.spec.job import parse_spec
 from cluster.spec.shot_refs import expand_shots
 from cluster.spec.windows import render_chunks, shot_window
-from pipeline.chunking import plan_chunks
 from pipeline.errors import SpecError
+from pipeline.video.chunking import plan_chunks
 from tests.pipeline.test_chunking import _info
 
 

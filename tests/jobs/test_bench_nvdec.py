@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from jobs.bench.nvdec import bench_clip, write_bench_clip
-from pipeline.probe import probe
+from pipeline.video.probe import probe
 
 
 @pytest.mark.skipif(

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from jobs import demo
-from pipeline.probe import probe
+from pipeline.video.probe import probe
 
 pytestmark = pytest.mark.ray
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from jobs.bench.clips import make_face_clip, write_source_image
-from pipeline import storage
-from pipeline.probe import probe
+from pipeline.store import storage
+from pipeline.video.probe import probe
 from tests.raytools import ray_head, s3_env_vars
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -15,9 +15,9 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from pipeline import storage
 from pipeline.errors import InputRefused, SpecError, StorageError
 from pipeline.limits import MIB, InputLimits, min_chunk_seconds
+from pipeline.store import storage
 
 
 @pytest.fixture()

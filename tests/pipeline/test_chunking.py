@@ -8,9 +8,9 @@ from fractions import Fraction
 
 import pytest
 
-from pipeline.chunking import ChunkPlan, plan_chunks
 from pipeline.errors import SpecError
-from pipeline.probe import VideoInfo
+from pipeline.video.chunking import ChunkPlan, plan_chunks
+from pipeline.video.probe import VideoInfo
 
 
 def _info(pts: list[int], keyframes: list[int], tb: Fraction = Fraction(1, 1000)) -> VideoInfo:

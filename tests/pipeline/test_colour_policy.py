@@ -9,12 +9,12 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from pipeline.chunking import plan_chunks
 from pipeline.colour import ColourTags, OutputColour, source_tags, written_tags
-from pipeline.colr import read_colr
-from pipeline.encode import EncodeSettings, choose_encoder
-from pipeline.merge import merge_segments
-from pipeline.probe import VideoInfo, probe
+from pipeline.video.chunking import plan_chunks
+from pipeline.video.colr import read_colr
+from pipeline.video.encode import EncodeSettings, choose_encoder
+from pipeline.video.merge import merge_segments
+from pipeline.video.probe import VideoInfo, probe
 from tests.clips import render_identity, write_clip
 from tests.colour_media import SOURCES, TAGS, assert_kept, frame_errors, frame_tags, read_back
 

@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pipeline.decode import decode_range
-from pipeline.probe import probe
+from pipeline.video.decode import decode_range
+from pipeline.video.probe import probe
 from tests.clips import clips_fixture, frame_rgb, patch_means, read_index  # noqa: F401
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.decode import DecodeConversion, decode_range
-from pipeline.decoded_cache import MIB, DecodedCache, picture_bytes
-from pipeline.probe import VideoInfo, probe
+from pipeline.video.decode import DecodeConversion, decode_range
+from pipeline.video.decoded_cache import MIB, DecodedCache, picture_bytes
+from pipeline.video.probe import VideoInfo, probe
 from tests.clips import clips_fixture  # noqa: F401
 
 

@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.decode import decode_range
-from pipeline.decoders import (
+from pipeline.errors import SpecError
+from pipeline.plates.probe import probe_sequence
+from pipeline.video.decode import decode_range
+from pipeline.video.decoders import (
     DecodeConfig,
     VideoDecoder,
     check_decode_spec,
@@ -25,9 +27,7 @@ from pipeline.decoders import (
     nvdec_source_problem,
     source_warnings,
 )
-from pipeline.errors import SpecError
-from pipeline.plates.probe import probe_sequence
-from pipeline.probe import probe
+from pipeline.video.probe import probe
 from tests.clips import clips_fixture  # noqa: F401
 from tests.plates import write_sequence
 

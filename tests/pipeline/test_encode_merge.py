@@ -8,12 +8,12 @@ import os
 import pydantic
 import pytest
 
-from pipeline.chunking import plan_chunks
-from pipeline.decode import decode_range
-from pipeline.encode import EncodeSettings, SegmentWriter, can_open, choose_encoder
 from pipeline.errors import MediaError, SpecError
-from pipeline.merge import merge_segments
-from pipeline.probe import probe
+from pipeline.video.chunking import plan_chunks
+from pipeline.video.decode import decode_range
+from pipeline.video.encode import EncodeSettings, SegmentWriter, can_open, choose_encoder
+from pipeline.video.merge import merge_segments
+from pipeline.video.probe import probe
 from tests.clips import clips_fixture, render_identity  # noqa: F401
 
 

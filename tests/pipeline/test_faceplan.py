@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from pipeline.errors import SpecError
-from pipeline.faceplan import ShotFacePlan, plan_shot
 from pipeline.faces.config import SelectionConfig
-from pipeline.faces.types import FaceTask
-from pipeline.tracking import TrackerState, TrackingConfig, track_chunk
+from pipeline.geometry.types import FaceTask
+from pipeline.tracking.faceplan import ShotFacePlan, plan_shot
+from pipeline.tracking.tracker import TrackerState, TrackingConfig, track_chunk
 from tests.tracking_media import (
     SyntheticShot,
     best_lag,

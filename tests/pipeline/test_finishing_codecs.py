@@ -9,12 +9,12 @@ import av
 import numpy as np
 import pytest
 
-from pipeline.chunking import ChunkPlan, plan_chunks
-from pipeline.decode import decode_range
-from pipeline.encode import EncodeSettings, choose_encoder
 from pipeline.errors import MediaError
-from pipeline.merge import merge_segments
-from pipeline.probe import VideoInfo, probe
+from pipeline.video.chunking import ChunkPlan, plan_chunks
+from pipeline.video.decode import decode_range
+from pipeline.video.encode import EncodeSettings, choose_encoder
+from pipeline.video.merge import merge_segments
+from pipeline.video.probe import VideoInfo, probe
 from tests.clips import ClipSpec, frame_rgb, read_index, render_identity, write_clip
 
 W, H = 256, 120  # the smallest frame DNxHR takes

@@ -9,12 +9,12 @@ from pathlib import Path
 import av
 import pytest
 
-from pipeline.chunking import Chunk, ChunkPlan
-from pipeline.decode import decode_range
-from pipeline.encode import EncodeSettings, choose_encoder
 from pipeline.errors import MediaError, SpecError
-from pipeline.merge import delivery, merge_segments
-from pipeline.probe import VideoInfo, open_container, probe
+from pipeline.video.chunking import Chunk, ChunkPlan
+from pipeline.video.decode import decode_range
+from pipeline.video.encode import EncodeSettings, choose_encoder
+from pipeline.video.merge import delivery, merge_segments
+from pipeline.video.probe import VideoInfo, open_container, probe
 from tests.clips import ClipSpec, clips_fixture, read_index, render_identity, write_clip  # noqa: F401
 
 AAC_PACKET_SECONDS = 1024 / 48000

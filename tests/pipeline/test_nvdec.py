@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.decode import decode_range
-from pipeline.decoders import nvdec_runtime_problem
-from pipeline.nvdec import RgbConverter, annexb_packets, frame_tags, planes_from_surface
-from pipeline.probe import probe
+from pipeline.video.decode import decode_range
+from pipeline.video.decoders import nvdec_runtime_problem
+from pipeline.video.nvdec import RgbConverter, annexb_packets, frame_tags, planes_from_surface
+from pipeline.video.probe import probe
 from tests.clips import ClipSpec, clips_fixture, write_clip  # noqa: F401
 
 
@@ -93,7 +93,7 @@ def test_nvdec_frames_equal_pyav(tmp_path, name: str, spec: ClipSpec) -> None:
     problem = nvdec_runtime_problem()
     if problem is not None:
         pytest.skip(f"NVDEC unavailable: {problem}")
-    from pipeline.nvdec import nvdec_range
+    from pipeline.video.nvdec import nvdec_range
 
     info = probe(_clip(tmp_path, name, spec))
     middle = info.keyframes[1] + 1 if len(info.keyframes) > 1 else 1
@@ -136,7 +136,7 @@ def test_nvdec_windows_around_keyframes_equal_pyav(clips, name: str) -> None:
     problem = nvdec_runtime_problem()
     if problem is not None:
         pytest.skip(f"NVDEC unavailable: {problem}")
-    from pipeline.nvdec import nvdec_range
+    from pipeline.video.nvdec import nvdec_range
 
     info = probe(clips.path(name))
     starts = sorted({s for k in info.keyframes for s in (k - 1, k, k + 1) if 0 <= s < info.frame_count - 1})

@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import av
 
-from pipeline import storage
-from pipeline.probe import probe
+from pipeline.store import storage
+from pipeline.video.probe import probe
 from tests.clips import ClipSpec, clips_fixture, write_clip  # noqa: F401
 
 

@@ -14,7 +14,7 @@ import pytest
 from pipeline.errors import InputRefused, MediaError, StorageError
 from pipeline.limits import InputLimits
 from pipeline.plates.probe import probe_sequence
-from pipeline.probe import probe
+from pipeline.video.probe import probe
 
 
 def wide_video(path: Path, width: int, height: int) -> str:

@@ -19,10 +19,10 @@ import pytest
 from PIL import Image
 
 from cluster.state.face_npz import faces_from_npz, faces_to_npz
-from pipeline.colr import read_colr
 from pipeline.errors import InputRefused, SpecError
 from pipeline.faces.pictures import load_picture
 from pipeline.provenance.consent import read_embeddings
+from pipeline.video.colr import read_colr
 
 FIELD = "studio.yaml#identities.hero.reference_embedding_url"
 

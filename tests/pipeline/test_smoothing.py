@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.smoothing import interpolate_gaps, one_euro, smooth_track
-from pipeline.tracking import TrackingConfig
+from pipeline.tracking.smoothing import interpolate_gaps, one_euro, smooth_track
+from pipeline.tracking.tracker import TrackingConfig
 from tests.tracking_media import best_lag, mean_displacement
 
 CONFIG = TrackingConfig()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import storage
 from pipeline.errors import StorageError
+from pipeline.store import storage
 
 
 def test_local_round_trip_and_listing(tmp_path):

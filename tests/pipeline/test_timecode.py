@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from pipeline.timecode import add_frames
+from pipeline.video.timecode import add_frames
 
 NTSC = Fraction(30000, 1001)
 NTSC60 = Fraction(60000, 1001)

@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.faces.types import Face
-from pipeline.tracking import Tracker, TrackerState, TrackingConfig, box_iou, track_chunk
+from pipeline.geometry.boxes import box_iou
+from pipeline.geometry.types import Face
+from pipeline.tracking.tracker import Tracker, TrackerState, TrackingConfig, track_chunk
 from tests.tracking_media import (
     SyntheticShot,
     chunk_bounds,

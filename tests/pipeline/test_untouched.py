@@ -18,11 +18,11 @@ import av
 import numpy as np
 import pytest
 
-from pipeline.chunking import plan_chunks
-from pipeline.decode import DecodeConversion, decode_range
-from pipeline.encode import EncodeSettings, SegmentWriter, choose_encoder
-from pipeline.probe import VideoInfo, probe
-from pipeline.untouched import keep_source_samples, keeps_samples
+from pipeline.video.chunking import plan_chunks
+from pipeline.video.decode import DecodeConversion, decode_range
+from pipeline.video.encode import EncodeSettings, SegmentWriter, choose_encoder
+from pipeline.video.probe import VideoInfo, probe
+from pipeline.video.untouched import keep_source_samples, keeps_samples
 from tests.clips import ClipSpec, write_clip
 from tests.faces_data import carphone_path, t1
 

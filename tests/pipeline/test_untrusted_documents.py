@@ -11,9 +11,9 @@ import pytest
 
 from cluster.lease.acquire import Holder
 from cluster.state.manifest import JobManifest
-from pipeline import jsonload, yamlload
 from pipeline.errors import ModelPackError
 from pipeline.models.pack import parse_manifest
+from pipeline.store import jsonload, yamlload
 
 
 def laughs(levels: int = 10, fan: int = 9) -> str:

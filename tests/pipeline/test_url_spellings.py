@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from cluster.checks.destinations import check_destinations, normalise
 from cluster.spec.job import parse_spec
 from cluster.spec.shot_refs import expand_shots, work_url_for
-from pipeline import urls
 from pipeline.errors import InputRefused, SpecError
 from pipeline.provenance.policy import comparable_url
+from pipeline.store import urls
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

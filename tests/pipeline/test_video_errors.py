@@ -12,11 +12,11 @@ import av
 import numpy as np
 import pytest
 
-from pipeline import storage
-from pipeline.chunking import plan_chunks
-from pipeline.decode import decode_range
 from pipeline.errors import MediaError, SpecError, StorageError
-from pipeline.probe import probe
+from pipeline.store import storage
+from pipeline.video.chunking import plan_chunks
+from pipeline.video.decode import decode_range
+from pipeline.video.probe import probe
 from tests.clips import ClipSpec, clips_fixture, write_audio, write_clip  # noqa: F401
 
 
@@ -102,7 +102,7 @@ def test_permission_denied(clips, tmp_path) -> None:
     # root reads anything: run the probe as an unprivileged user instead.
     os.chmod(tmp_path, 0o755)
     code = (
-        "import sys\nfrom pipeline.probe import probe\nfrom pipeline.errors import StorageError\n"
+        "import sys\nfrom pipeline.video.probe import probe\nfrom pipeline.errors import StorageError\n"
         "try:\n    probe(sys.argv[1])\nexcept StorageError as e:\n    print(e)\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -13,12 +13,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pipeline import storage
-from pipeline.chunking import ChunkPlan, plan_chunks
-from pipeline.decode import decode_range
-from pipeline.encode import EncodeSettings, choose_encoder
-from pipeline.merge import merge_segments
-from pipeline.probe import VideoInfo, open_container, probe
+from pipeline.store import storage
+from pipeline.video.chunking import ChunkPlan, plan_chunks
+from pipeline.video.decode import decode_range
+from pipeline.video.encode import EncodeSettings, choose_encoder
+from pipeline.video.merge import merge_segments
+from pipeline.video.probe import VideoInfo, open_container, probe
 from tests.clips import CLIPS, clips_fixture, patch_means, read_index, render_identity  # noqa: F401
 
 # Output codec per clip: 10-bit sources go to a codec that keeps 10 bits.

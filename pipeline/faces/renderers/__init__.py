@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.identity import Identity
 from pipeline.faces.renderers.base import Renderer
 from pipeline.faces.renderers.cpu import FaceRenderer
+from pipeline.geometry.types import Identity
 
 if TYPE_CHECKING:
     from pipeline.models.loader import FaceModels

@@ -1,6 +1,6 @@
 """What every face renderer shares: the checks of its inputs and its per-identity set-up.
 
-A renderer replaces the faces named by :class:`~pipeline.faces.types.FaceTask` lists,
+A renderer replaces the faces named by :class:`~pipeline.geometry.types.FaceTask` lists,
 frame batch by frame batch: ``render(frames, tasks)`` takes numpy RGB frames (uint8 or
 uint16) and one task list per frame, and returns the frames with every task's face
 replaced; frames without tasks come back as the very same arrays.
@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 
 from pipeline.errors import SpecError
-from pipeline.faces.align import Template
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.identity import Identity
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.align import Template
+from pipeline.geometry.types import FaceTask, Identity
 
 if TYPE_CHECKING:
     from pipeline.models.loader import FaceModels

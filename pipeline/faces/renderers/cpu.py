@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, cast
 import cv2
 import numpy as np
 
-from pipeline.faces.align import Template, warp_crops
 from pipeline.faces.analyze import to_uint8
-from pipeline.faces.blend import face_ellipse_mask, match_color, paste_back
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.identity import Identity
 from pipeline.faces.renderers.base import RendererBase, RenderItem, check_frame
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.align import Template, warp_crops
+from pipeline.geometry.blend import face_ellipse_mask, match_color, paste_back
+from pipeline.geometry.types import FaceTask, Identity
 
 if TYPE_CHECKING:
     from pipeline.models.loader import FaceModels

@@ -6,7 +6,7 @@
 :class:`~pipeline.models.runtime.torch_runner.TorchRunner` per model).  Frames go in
 as one ``(N, H, W, 3)`` tensor on the models' device and come out the same way;
 between the two nothing is copied to the host.  Only the geometry is computed on the
-CPU: the similarity of each face (:func:`~pipeline.faces.align.estimate_similarity`,
+CPU: the similarity of each face (:func:`~pipeline.geometry.align.estimate_similarity`,
 a 5-point fit) and its paste region, a few dozen floats per face.
 
 The steps, in order (the pixel operations are in
@@ -53,14 +53,13 @@ import numpy as np
 import torch
 
 from pipeline.errors import SpecError
-from pipeline.faces.align import Template, estimate_similarity
-from pipeline.faces.blend import face_ellipse_mask, feather_mask
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.identity import Identity
 from pipeline.faces.renderers.base import RendererBase, RenderItem, check_frame
 from pipeline.faces.renderers.device_ops import aligned_crops, match_color, paste_faces
 from pipeline.faces.renderers.pinned import PinnedStaging
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.align import Template, estimate_similarity
+from pipeline.geometry.blend import face_ellipse_mask, feather_mask
+from pipeline.geometry.types import FaceTask, Identity
 
 if TYPE_CHECKING:
     from pipeline.models.loader import FaceModels

@@ -11,7 +11,7 @@ code value; ``tests/pipeline/faces/test_device_render.py`` measures it):
   integers like OpenCV's integer outputs, and the uint8 model view of a deep frame is
   ``round(x * 255 / 65535)`` (``cv2.convertScaleAbs``).
 * **colour match** (:func:`match_color`): per-channel mean and (population) std inside
-  the inner-face ellipse, gain clipped to 0.5-2 (:func:`~pipeline.faces.blend.match_color`).
+  the inner-face ellipse, gain clipped to 0.5-2 (:func:`~pipeline.geometry.blend.match_color`).
 * **paste** (:func:`paste_faces`): the result is sampled with the inverse affine only
   inside the paste region (the crop's footprint clipped to the face box grown by 0.25
   per side and to the frame, as ``paste_back(box=...)``), blended with the warped
@@ -31,9 +31,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pipeline.faces.align import invert_affine
-from pipeline.faces.blend import box_fade, paste_region
 from pipeline.faces.renderers.base import RenderItem
+from pipeline.geometry.align import invert_affine
+from pipeline.geometry.blend import box_fade, paste_region
 
 Upload = Callable[[np.ndarray], torch.Tensor]
 
@@ -88,7 +88,7 @@ def paste_faces(
 
     ``matte`` (N, H, W) float32, one per frame of ``work``, when given takes each
     paste's alpha ``a`` in place as ``matte + a * (1 - matte)``
-    (:func:`~pipeline.faces.blend.accumulate_matte`).
+    (:func:`~pipeline.geometry.blend.accumulate_matte`).
     """
     size = int(full.shape[-1])
     height, width = int(work.shape[1]), int(work.shape[2])

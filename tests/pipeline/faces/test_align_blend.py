@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.faces.align import (
+from pipeline.geometry.align import (
     estimate_similarity,
     template_points,
     transform_points,
     warp_crops,
 )
-from pipeline.faces.blend import match_color, paste_back
+from pipeline.geometry.blend import match_color, paste_back
 from tests.faces_data import astronaut
 
 # the astronaut's landmarks (as YuNet finds them), a tilted synthetic set

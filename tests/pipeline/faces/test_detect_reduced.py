@@ -27,14 +27,14 @@ from pipeline.faces.detectsize import (
     face_px,
     reduced_size,
 )
-from pipeline.faces.types import Face
+from pipeline.geometry.boxes import box_iou
+from pipeline.geometry.types import Face
 from pipeline.models.detector_sizes import DetectorSizes
 from pipeline.models.loader import load_face_models
 from pipeline.models.pack import ModelEntry, load_pack
 from pipeline.models.runtime import make_runner
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.models.scrfd import ScrfdDetector
-from pipeline.tracking import box_iou
 from tests.faces_data import _background, face_patches
 
 CPU = ExecutionConfig(providers=("CPUExecutionProvider",))

@@ -20,11 +20,10 @@ import torch
 from jobs.bench import onnxgraph, standins
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.identity import Identity
 from pipeline.faces.renderers import make_renderer
 from pipeline.faces.renderers.cpu import FaceRenderer
 from pipeline.faces.renderers.device import DeviceFaceRenderer
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask, Identity
 from pipeline.models.loader import FaceModels, load_face_models
 from pipeline.models.pack import load_pack
 from pipeline.models.runtime.settings import ExecutionConfig

@@ -21,13 +21,12 @@ import numpy as np
 import pytest
 
 from jobs.bench import standins
-from pipeline.faces.align import invert_affine, warp_crops
 from pipeline.faces.analyze import to_uint8
-from pipeline.faces.blend import feather_mask, paste_back, paste_region
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.identity import Identity
 from pipeline.faces.renderers.cpu import FaceRenderer
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.align import invert_affine, warp_crops
+from pipeline.geometry.blend import feather_mask, paste_back, paste_region
+from pipeline.geometry.types import FaceTask, Identity
 from pipeline.models.gfpgan import GfpganEnhancer
 from pipeline.models.inswapper import InSwapper
 from pipeline.models.loader import FaceModels

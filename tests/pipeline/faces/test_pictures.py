@@ -18,7 +18,7 @@ from pipeline.faces.config import FaceConfig, IdentitySource
 from pipeline.faces.identity import identity_from_images, prepared_for, with_adapter
 from pipeline.faces.pictures import header_size, load_picture
 from pipeline.faces.renderers.cpu import FaceRenderer
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.types import FaceTask
 from pipeline.limits import InputLimits
 from tests.faces_data import astronaut, default_models, default_pack  # noqa: F401  (fixtures)
 

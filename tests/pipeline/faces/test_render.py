@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from jobs.bench import standins
-from pipeline.faces.align import warp_crops
 from pipeline.faces.analyze import ANALYSIS_STAGES, FaceAnalyzer, to_uint8
 from pipeline.faces.config import FaceConfig, SelectionConfig
-from pipeline.faces.identity import Identity, identity_from_images
+from pipeline.faces.identity import identity_from_images
 from pipeline.faces.renderers.cpu import FaceRenderer
 from pipeline.faces.select import check_selection, select_faces
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.align import warp_crops
+from pipeline.geometry.types import FaceTask, Identity
 from pipeline.models.gfpgan import GfpganEnhancer
 from pipeline.models.inswapper import InSwapper
 from pipeline.models.loader import FaceModels

@@ -72,7 +72,7 @@ def test_several_people_in_one_shot_each_get_their_source(default_models, identi
 
 def test_all_and_largest(identities) -> None:
     faces = []
-    from pipeline.faces.types import Face
+    from pipeline.geometry.types import Face
 
     for size in (40, 90, 60):
         faces.append(

@@ -12,7 +12,6 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from pipeline import storage
 from pipeline.errors import ModelPackError
 from pipeline.lora import (
     AdapterCache,
@@ -26,6 +25,7 @@ from pipeline.lora import (
     verify_adapter,
     write_adapter,
 )
+from pipeline.store import storage
 from tests.lora_models import face_crops, make_swapper
 
 

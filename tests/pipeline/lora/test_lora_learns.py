@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("onnx2torch", reason="training needs the torch extra (torch, onnx2torch)")
 
-from pipeline.faces.align import warp_crops
+from pipeline.geometry.align import warp_crops
 from pipeline.lora import LoadedAdapter, load_adapter, prepare_model, run, write_adapter
 from pipeline.lora.train import TrainConfig, read_emap, source_latent, train_adapter
 from pipeline.models.default_pack import float_sface_bytes

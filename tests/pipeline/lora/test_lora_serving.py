@@ -21,11 +21,11 @@ import pytest
 
 from jobs.bench import standins
 from pipeline.errors import ModelPackError, SpecError
-from pipeline.faces.align import template_points
 from pipeline.faces.config import FaceConfig
-from pipeline.faces.identity import Identity, with_adapter
+from pipeline.faces.identity import with_adapter
 from pipeline.faces.renderers.cpu import FaceRenderer
-from pipeline.faces.types import FaceTask
+from pipeline.geometry.align import template_points
+from pipeline.geometry.types import FaceTask, Identity
 from pipeline.lora import AdapterCache, LoadedAdapter, LoraSlots, prepare_model, write_adapter
 from pipeline.models.inswapper import InSwapper, PreparedSource
 from pipeline.models.loader import FaceModels, load_face_models

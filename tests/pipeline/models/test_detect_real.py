@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 from pipeline.models.default_pack import RETINAFACE_CONTRACT, build_default_pack
 from pipeline.models.loader import load_face_models
 from pipeline.models.pack import ModelEntry

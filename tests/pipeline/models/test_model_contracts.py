@@ -14,10 +14,9 @@ from onnx import numpy_helper
 
 from jobs.bench import standins
 from pipeline.errors import FaceError, ModelPackError
-from pipeline.faces.align import estimate_similarity, template_points, warp_crops
-from pipeline.faces.blend import paste_back
-from pipeline.faces.identity import Identity
-from pipeline.faces.types import Face
+from pipeline.geometry.align import estimate_similarity, template_points, warp_crops
+from pipeline.geometry.blend import paste_back
+from pipeline.geometry.types import Face, Identity
 from pipeline.models.arcface import ArcFaceRecognizer
 from pipeline.models.contracts import check_model_contract
 from pipeline.models.gfpgan import GfpganEnhancer

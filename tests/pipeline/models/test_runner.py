@@ -16,7 +16,7 @@ import pytest
 
 from jobs.bench import standins
 from pipeline.errors import ModelPackError
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 from pipeline.models.arcface import ArcFaceRecognizer
 from pipeline.models.gfpgan import GfpganEnhancer
 from pipeline.models.inswapper import InSwapper

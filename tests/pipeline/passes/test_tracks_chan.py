@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from pipeline.faces.align import template_points
-from pipeline.faces.types import Face, FaceTask
+from pipeline.geometry.align import template_points
+from pipeline.geometry.types import Face, FaceTask
 from pipeline.passes.naming import chan_url, pass_url
 from pipeline.passes.tracks import TEMPLATE_SIZE, chan, face_transform, jsonl, track_frames
 

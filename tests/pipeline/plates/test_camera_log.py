@@ -11,7 +11,7 @@ import PyOpenColorIO as ocio
 from pipeline.plates.colour import PlateConverter
 from pipeline.plates.frames import merge_back, read_plates, write_plate
 from pipeline.plates.probe import probe_sequence
-from pipeline.plates.types import ColourRequest
+from pipeline.video.sequence_types import ColourRequest
 
 STUDIO = "ocio://studio-config-latest"
 SRGB = "sRGB Encoded Rec.709 (sRGB)"

@@ -12,13 +12,13 @@ import numpy as np
 import OpenImageIO as oiio
 import pytest
 
-from pipeline import storage
 from pipeline.errors import MediaError
 from pipeline.plates.colour import PlateConverter
 from pipeline.plates.frames import copy_plate, merge_back, read_plates, write_plate
 from pipeline.plates.probe import probe_sequence
 from pipeline.plates.sequence import parse_sequence_url
-from pipeline.plates.types import ColourRequest
+from pipeline.store import storage
+from pipeline.video.sequence_types import ColourRequest
 from tests.pipeline.plates.test_probe import FORMATS
 from tests.plates import write_sequence
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import storage
 from pipeline.errors import MediaError, SpecError
 from pipeline.plates.probe import probe_sequence
-from pipeline.plates.types import ColourRequest
+from pipeline.store import storage
+from pipeline.video.sequence_types import ColourRequest
 from tests.plates import write_frame, write_sequence
 
 FORMATS = {

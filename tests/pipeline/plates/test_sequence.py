@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from pipeline import storage
 from pipeline.errors import MediaError
 from pipeline.plates.sequence import frames_are, is_sequence_url, list_frames, parse_sequence_url
+from pipeline.store import storage
 
 
 @pytest.mark.parametrize(

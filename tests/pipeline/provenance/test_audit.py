@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import storage
 from pipeline.errors import StorageError
 from pipeline.provenance import audit
 from pipeline.provenance.audit import AuditLog, file_digest, make_record, spec_sha256, submitter_from_env
+from pipeline.store import storage
 
 
 def _job(prefix: str, job_id: str, env: dict[str, str], metadata=None) -> str:

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from pipeline import storage
 from pipeline.errors import SpecError
 from pipeline.provenance.audit import AuditLog, make_record
 from pipeline.provenance.policy import (
@@ -25,6 +24,7 @@ from pipeline.provenance.policy import (
     load_policy,
     parse_policy,
 )
+from pipeline.store import storage
 
 POLICY_YAML = """
 enforce: true

@@ -6,7 +6,7 @@ import io
 import json
 import logging
 
-from pipeline.provenance.redact import REDACTED, RedactingFilter, install_log_redaction, redact, redact_text
+from pipeline.store.redact import REDACTED, RedactingFilter, install_log_redaction, redact, redact_text
 
 AWS_ID = "AKIAIOSFODNN7EXAMPLE"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pipeline.provenance.redact import (
+from pipeline.store.redact import (
     REDACTED,
     RedactingFilter,
     RedactingStream,

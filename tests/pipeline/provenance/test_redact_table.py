@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.provenance.redact import REDACTED, redact, redact_text
+from pipeline.store.redact import REDACTED, redact, redact_text
 
 ROWS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     # URL userinfo with '@', '/', '?' or '#' in the password: the whole userinfo goes.

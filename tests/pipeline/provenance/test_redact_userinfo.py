@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from pipeline.provenance.redact import REDACTED, RedactingStream, redact_text, strip_userinfo
+from pipeline.store.redact import REDACTED, RedactingStream, redact_text, strip_userinfo
 
 SPELLED = [
     "s3://svcuser:hunter2 SECRETTAIL@bucket/x.mp4",

@@ -7,14 +7,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pipeline.faceplan import ShotFacePlan, plan_shot
 from pipeline.faces.analyze import FaceAnalyzer
 from pipeline.faces.config import SelectionConfig
-from pipeline.faces.types import Face
+from pipeline.geometry.types import Face
 from pipeline.qc.analyze import ShotQC, analyze_shot
 from pipeline.qc.config import QcConfig
 from pipeline.qc.records import GRID, FaceMeasure
-from pipeline.tracking import TrackingConfig, track_chunk
+from pipeline.tracking.faceplan import ShotFacePlan, plan_shot
+from pipeline.tracking.tracker import TrackingConfig, track_chunk
 
 FIRST_NUMBER = 1001  # a plate sequence's own numbering
 FIRST_POSITION = 48  # the shot starts this far into its source

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.faces.config import SelectionConfig
 from pipeline.qc.config import QcConfig
-from pipeline.tracking import TrackingConfig
+from pipeline.tracking.tracker import TrackingConfig
 from tests.faces_data import default_models, default_pack, render_clip  # noqa: F401
 from tests.pipeline.qc.shots import FIRST_NUMBER, detect, numbers_of, qc, track_and_plan
 

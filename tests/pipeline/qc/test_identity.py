@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pipeline.faceplan import ShotFacePlan
 from pipeline.faces.config import SelectionConfig
 from pipeline.qc.config import QcConfig
 from pipeline.qc.records import FaceMeasure
+from pipeline.tracking.faceplan import ShotFacePlan
 from tests.faces_data import crossing_clip, default_models, default_pack  # noqa: F401
 from tests.pipeline.qc.shots import FIRST_NUMBER, FIRST_POSITION, detect, numbers_of, qc, track_and_plan
 
@@ -74,8 +74,8 @@ def test_tracks_swapped_after_the_crossing_are_flagged_from_there(crossing) -> N
     swapped = [
         list(ids) if t < k else [{a: b, b: a}.get(i, i) for i in ids] for t, ids in enumerate(good.track_ids)
     ]
-    from pipeline.faceplan import plan_shot
-    from pipeline.tracking import TrackingConfig
+    from pipeline.tracking.faceplan import plan_shot
+    from pipeline.tracking.tracker import TrackingConfig
 
     times = [t / 24.0 for t in range(N)]
     plan = plan_shot(faces, swapped, SEL, refs, TrackingConfig(), frame_times=times)

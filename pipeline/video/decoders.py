@@ -16,9 +16,9 @@ every actor in :class:`~actors.render.RenderConfig` beside ``codec_threads``):
 
 Image sequences are read by OpenImageIO whatever the backend: no warning, no error.
 
-Both decoders yield the same :class:`~pipeline.decode.Frame` objects for a range:
+Both decoders yield the same :class:`~pipeline.video.decode.Frame` objects for a range:
 same count, same pts, and the same RGB (NVDEC's YUV goes through the very swscale
-conversion PyAV's does; :mod:`pipeline.nvdec`).  This module imports neither torch
+conversion PyAV's does; :mod:`pipeline.video.nvdec`).  This module imports neither torch
 nor the NVIDIA package unless asked to check for them.
 """
 
@@ -31,9 +31,9 @@ from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from pipeline.configbase import Frozen
-from pipeline.decode import Frame, decode_range
 from pipeline.errors import SpecError
-from pipeline.probe import VideoInfo
+from pipeline.video.decode import Frame, decode_range
+from pipeline.video.probe import VideoInfo
 
 log = logging.getLogger(__name__)
 
@@ -168,9 +168,9 @@ class VideoDecoder:
         return "pyav"
 
     def frames(self, url: str, info: VideoInfo, start: int, end: int, *, threads: int = 0) -> Iterator[Frame]:
-        """Frames ``[start, end)`` of ``url`` (:func:`~pipeline.decode.decode_range`'s contract)."""
+        """Frames ``[start, end)`` of ``url`` (:func:`~pipeline.video.decode.decode_range`'s contract)."""
         if self.backend_for(info) == "nvdec":
-            from pipeline.nvdec import nvdec_range
+            from pipeline.video.nvdec import nvdec_range
 
             return nvdec_range(url, info, start, end, device_id=self.device_id)
         return decode_range(url, info, start, end, threads=threads)

@@ -26,7 +26,7 @@ def sha256_file(path: str) -> str:
 
 def sha256_url(url: str) -> str:
     """Hex sha256 of the content at ``url`` (local path or any fsspec store), streamed."""
-    from pipeline import storage
+    from pipeline.store import storage
 
     with storage.open_read(url) as fh:
         return sha256_stream(fh)[0]
@@ -38,8 +38,8 @@ def fetch_verified(url: str, dest: str, sha256: str) -> str:
     Raises ChecksumError (naming ``url``) when its sha256 is not ``sha256``: what is used
     afterwards is the private copy that was hashed, never the original again.
     """
-    from pipeline import storage
     from pipeline.errors import ChecksumError, StorageError
+    from pipeline.store import storage
 
     digest = hashlib.sha256()
     with storage.open_read(url) as src:

@@ -1,9 +1,9 @@
 """Frame-exact range decoding on NVIDIA's hardware decoder (NVDEC, through ``PyNvVideoCodec``).
 
-:func:`nvdec_range` keeps :func:`~pipeline.decode.decode_range`'s contract: frames
+:func:`nvdec_range` keeps :func:`~pipeline.video.decode.decode_range`'s contract: frames
 ``[start, end)`` by index into ``VideoInfo.pts``, the same seek (keyframe at or
 before ``start``; one keyframe earlier while a seek lands after the target), the
-same checks and :class:`~pipeline.decode.Frame` objects.  What differs is where the
+same checks and :class:`~pipeline.video.decode.Frame` objects.  What differs is where the
 bitstream is decoded:
 
 * PyAV demuxes (the one demuxer both paths share, so packets and pts are the same);
@@ -43,9 +43,9 @@ import av
 import numpy as np
 import torch
 
-from pipeline.decode import DecodeConversion, Frame
 from pipeline.errors import MediaError
-from pipeline.probe import VideoInfo, open_container, video_stream
+from pipeline.video.decode import DecodeConversion, Frame
+from pipeline.video.probe import VideoInfo, open_container, video_stream
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def yuv_frame(planes: Sequence[np.ndarray], pix_fmt: str, pts: int, tags: dict[s
 
 class RgbConverter:
     """YUV planes of a source's frame -> its RGB pixels and the frame they came from, by the very
-    conversion of :func:`~pipeline.decode.decode_range` (:class:`~pipeline.decode.DecodeConversion`)."""
+    conversion of :func:`~pipeline.video.decode.decode_range` (:class:`~pipeline.video.decode.DecodeConversion`)."""
 
     def __init__(self, info: VideoInfo, tags: dict[str, int]) -> None:
         self.pix_fmt = info.pix_fmt
@@ -129,8 +129,8 @@ class RgbConverter:
 def nvdec_range(url: str, info: VideoInfo, start: int, end: int, *, device_id: int = 0) -> Iterator[Frame]:
     """Yield exactly frames ``[start, end)`` of a local or fsspec source, decoded by NVDEC.
 
-    Same contract and errors as :func:`~pipeline.decode.decode_range`; the caller
-    has checked the source with :func:`pipeline.decoders.nvdec_source_problem`.
+    Same contract and errors as :func:`~pipeline.video.decode.decode_range`; the caller
+    has checked the source with :func:`pipeline.video.decoders.nvdec_source_problem`.
     """
     if not (0 <= start < end <= info.frame_count):
         raise MediaError(url, f"frame range [{start}, {end}) outside 0-{info.frame_count}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from pipeline.faces.align import invert_affine
+from pipeline.geometry.align import invert_affine
 
 
 def feather_mask(crop_size: int, *, erode: float, blur: float) -> np.ndarray:

@@ -1,10 +1,10 @@
 """The pixel format a segment is encoded in: the source's bit depth and chroma subsampling where the
-codec allows it (see :mod:`pipeline.encode`)."""
+codec allows it (see :mod:`pipeline.video.encode`)."""
 
 from __future__ import annotations
 
-from pipeline.decode import has_alpha
-from pipeline.probe import VideoInfo
+from pipeline.video.decode import has_alpha
+from pipeline.video.probe import VideoInfo
 
 PRORES_444 = {"prores_4444": "4444", "prores_4444xq": "4444xq"}
 """prores_ks profile names of the 4:4:4 ProRes codecs (``prores`` itself picks 422 HQ or 4444)."""

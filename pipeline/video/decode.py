@@ -26,7 +26,7 @@ from av.video.reformatter import VideoReformatter
 
 from pipeline.colour import sws_matrix, sws_range
 from pipeline.errors import MediaError
-from pipeline.probe import VideoInfo, open_container, video_stream
+from pipeline.video.probe import VideoInfo, open_container, video_stream
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Frame:
     yuv: av.VideoFrame | None = field(default=None, repr=False)
     """The decoded picture ``rgb`` came from (video sources without alpha), so a writer in the
     source's own pixel format can keep its samples where ``rgb`` is unchanged
-    (:mod:`pipeline.untouched`).  It stays in its process: a pickled frame drops it."""
+    (:mod:`pipeline.video.untouched`).  It stays in its process: a pickled frame drops it."""
 
     def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "yuv": None}

@@ -1,7 +1,9 @@
-"""Plain records of film plates: colour requests and a probed sequence's description.
+"""Plain records of film plates: a parsed sequence pattern, colour requests and a probed
+sequence's description.
 
-Imports nothing from ``pipeline.probe`` so that ``VideoInfo`` can carry a
-``SequenceInfo``.
+They live in ``pipeline.video`` (not ``pipeline.plates``) and import nothing of either, so
+that ``VideoInfo`` can carry a ``SequenceInfo`` while ``pipeline.plates`` reads frames into
+``pipeline.video`` types: plates import video, never the reverse.
 """
 
 from __future__ import annotations
@@ -10,10 +12,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.plates.sequence import SequencePattern
-
 DEFAULT_CONFIG = "ocio://default"
 DEFAULT_MODEL_SPACE = "sRGB Encoded Rec.709 (sRGB)"
+
+
+@dataclass(frozen=True)
+class SequencePattern:
+    """A parsed sequence URL: ``directory/head<number>tail``, numbers zero-padded to ``padding``."""
+
+    url: str
+    directory: str
+    head: str
+    tail: str
+    padding: int
+
+    @property
+    def ext(self) -> str:
+        """File extension, lower case, without the dot (``exr``)."""
+        return self.tail.rpartition(".")[2].lower()
+
+    def frame_name(self, number: int) -> str:
+        return f"{self.head}{number:0{self.padding}d}{self.tail}"
+
+    def frame_url(self, number: int) -> str:
+        return f"{self.directory}/{self.frame_name(number)}"
 
 
 @dataclass(frozen=True)

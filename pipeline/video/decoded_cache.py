@@ -4,7 +4,7 @@ An actor analyses a chunk (decode -> detect -> embed), and later usually renders
 chunk (the dispatcher prefers the analysing actor).  Instead of decoding the chunk a second
 time, the analysis keeps each frame's decoded picture (``Frame.yuv``, an ``av.VideoFrame``:
 about 1.5 bytes per pixel at 8 bit 4:2:0, 3 at 10 bit; never the RGB) and the render converts
-it with :class:`~pipeline.decode.DecodeConversion`, exactly the conversion ``decode_range``
+it with :class:`~pipeline.video.decode.DecodeConversion`, exactly the conversion ``decode_range``
 uses, so the render's frames are byte-identical to decoding.
 
 Policy (a cache miss only costs a decode, never a different output):
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 import av
 
-from pipeline.decode import DecodeConversion, Frame
-from pipeline.probe import VideoInfo
+from pipeline.video.decode import DecodeConversion, Frame
+from pipeline.video.probe import VideoInfo
 
 MIB = 1024 * 1024
 

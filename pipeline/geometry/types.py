@@ -9,8 +9,12 @@ the picture).  Embeddings are L2-normalised float32 vectors.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pipeline.lora.adapter import LoadedAdapter
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,3 +69,18 @@ class FaceTask:
     box: np.ndarray  # (4,) float32
     landmarks: np.ndarray  # (5, 2) float32, smoothed when tracking smooths
     extra: dict = field(default_factory=dict)  # optional per-task data (e.g. dense landmarks)
+
+
+@dataclass(frozen=True, eq=False)
+class Identity:
+    """One source person, ready for selection (embedding) and swapping (source face)."""
+
+    name: str
+    embedding: np.ndarray  # (D,) float32, L2-normalised, recognizer space
+    source_rgb: np.ndarray  # HxWx3 uint8, the first image
+    source_landmarks: np.ndarray  # (5, 2) float32 in source_rgb
+    source_box: np.ndarray  # (4,) float32 in source_rgb
+    adapter: LoadedAdapter | None = None  # swapper LoRA adapter for this person; None = base model
+    prepared: Any = None
+    """What one swapper's ``prepare`` made of this identity (:func:`~pipeline.faces.identity.prepared_for`); then
+    ``source_rgb`` is dropped (an empty array) and renderers use this instead."""

@@ -5,7 +5,7 @@
 equal keys, so a second ``"sha256"`` in a pack manifest would silently replace
 the first.  :func:`loads` scans the brackets outside strings first - a loop,
 never a recursion on the input's depth - and refuses more than
-:data:`pipeline.yamlload.MAX_DEPTH` levels, then parses with a hook that refuses
+:data:`pipeline.store.yamlload.MAX_DEPTH` levels, then parses with a hook that refuses
 a key written twice in one object.  Every refusal is a :class:`JsonError`, a
 ``ValueError`` like ``json.JSONDecodeError``, so callers that treat unparsable
 JSON as absent or invalid treat these the same way.
@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from pipeline.yamlload import MAX_DEPTH
+from pipeline.store.yamlload import MAX_DEPTH
 
 
 class JsonError(ValueError):

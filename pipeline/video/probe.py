@@ -20,12 +20,12 @@ from fractions import Fraction
 import av
 import av.container
 
-from pipeline import storage
 from pipeline.colour import MATRICES, PRIMARIES, RANGES, TRANSFERS, name_of
-from pipeline.colr import read_colr_from
 from pipeline.errors import MediaError, StorageError
 from pipeline.limits import InputLimits
-from pipeline.plates.types import SequenceInfo
+from pipeline.store import storage
+from pipeline.video.colr import read_colr_from
+from pipeline.video.sequence_types import SequenceInfo
 
 log = logging.getLogger(__name__)
 

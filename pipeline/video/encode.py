@@ -28,7 +28,7 @@ Colour (:mod:`pipeline.colour`): the encoder, every frame and the MOV/MP4
 with that matrix and range (never swscale's silent BT.601).  ProRes keeps its
 tags in each frame's header, so frames carry them as well as the encoder.
 A segment in the source's own pixel format, matrix and range keeps the source's
-YUV samples wherever the frame is unchanged (:mod:`pipeline.untouched`), so
+YUV samples wherever the frame is unchanged (:mod:`pipeline.video.untouched`), so
 pixels outside the faces are not rounded through RGB.
 """
 
@@ -49,14 +49,14 @@ from av.video.reformatter import VideoReformatter
 from av.video.stream import VideoStream
 from pydantic import field_validator
 
-from pipeline.chunking import Chunk
 from pipeline.colour import ColourTags, OutputColour, conversion, mux_options, output_tags, source_tags
 from pipeline.configbase import Frozen
-from pipeline.decode import DecodeConversion, Frame, has_alpha, rgb_format
 from pipeline.errors import MediaError, SpecError
-from pipeline.pixfmt import PRORES_444, chroma_shift, pick_pix_fmt
-from pipeline.probe import VideoInfo
-from pipeline.untouched import keep_source_samples, keeps_samples, same_layout, unchanged_mask
+from pipeline.video.chunking import Chunk
+from pipeline.video.decode import DecodeConversion, Frame, has_alpha, rgb_format
+from pipeline.video.pixfmt import PRORES_444, chroma_shift, pick_pix_fmt
+from pipeline.video.probe import VideoInfo
+from pipeline.video.untouched import keep_source_samples, keeps_samples, same_layout, unchanged_mask
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class SegmentWriter:
     """Encode one chunk's frames to a local segment file (``path``).
 
     Timestamps in the segment are the source pts minus ``chunk.start_pts`` (so a
-    segment starts at 0); :func:`pipeline.merge.merge_segments` rebases them back.
+    segment starts at 0); :func:`pipeline.video.merge.merge_segments` rebases them back.
     ``threads``: encoder threads (0: the encoder's default, about one per core).
     """
 

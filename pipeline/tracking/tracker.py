@@ -15,9 +15,9 @@ sequential:
    carrying a :class:`TrackerState` (a few boxes and embedding sums, JSON
    serialisable, recorded per chunk for resume) across each boundary, so the
    ids of a chunked run equal those of one pass.  Then
-   :func:`pipeline.faceplan.plan_shot` sees the whole shot at once: identity
+   :func:`pipeline.tracking.faceplan.plan_shot` sees the whole shot at once: identity
    per track, gap bridging, non-causal landmark smoothing.  Its output is the
-   per-frame list of :class:`~pipeline.faces.types.FaceTask`.
+   per-frame list of :class:`~pipeline.geometry.types.FaceTask`.
 3. *Render* (parallel, per chunk, on actors): swap/enhance/paste from the
    tasks of the chunk's frame range.  It needs no state, so chunk seams cannot
    show.
@@ -43,7 +43,8 @@ from pydantic import Field
 from scipy.optimize import linear_sum_assignment
 
 from pipeline.configbase import Frozen
-from pipeline.faces.types import Face
+from pipeline.geometry.boxes import box_iou
+from pipeline.geometry.types import Face
 
 logger = logging.getLogger(__name__)
 
@@ -194,22 +195,6 @@ class TrackerState:
 
     def copy(self) -> TrackerState:
         return TrackerState.from_dict(self.to_dict())
-
-
-def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of every box in ``a`` (N,4) with every box in ``b`` (M,4) -> (N,M)."""
-    a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
-    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    x1 = np.maximum(a[:, None, 0], b[None, :, 0])
-    y1 = np.maximum(a[:, None, 1], b[None, :, 1])
-    x2 = np.minimum(a[:, None, 2], b[None, :, 2])
-    y2 = np.minimum(a[:, None, 3], b[None, :, 3])
-    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-    area_a = np.clip(a[:, 2] - a[:, 0], 0, None) * np.clip(a[:, 3] - a[:, 1], 0, None)
-    area_b = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
-    union = area_a[:, None] + area_b[None, :] - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(union > 0, inter / union, 0.0)
 
 
 def _box_iou_few(a_boxes: Sequence[np.ndarray], b_boxes: Sequence[np.ndarray]) -> np.ndarray:

@@ -28,8 +28,9 @@ from typing import IO
 import fsspec
 from fsspec.core import url_to_fs
 
-from pipeline import urls
-from pipeline.atomic import (  # noqa: F401 - part of this module's interface
+from pipeline.errors import InputRefused, StorageError
+from pipeline.store import urls
+from pipeline.store.atomic import (  # noqa: F401 - part of this module's interface
     ALREADY_EXISTS,
     TEMPORARY_EXTRA,
     TEMPORARY_MARK,
@@ -37,7 +38,6 @@ from pipeline.atomic import (  # noqa: F401 - part of this module's interface
     replace_atomically,
     temporary_of,
 )
-from pipeline.errors import InputRefused, StorageError
 
 READ_BLOCK_BYTES = 16 * 1024 * 1024
 """Block size of the read cache for remote files: demuxers read mostly sequentially
@@ -45,7 +45,7 @@ READ_BLOCK_BYTES = 16 * 1024 * 1024
 
 
 def is_local(url: str) -> bool:
-    """True for every spelling fsspec maps to the local disk (:func:`pipeline.urls.is_local`)."""
+    """True for every spelling fsspec maps to the local disk (:func:`pipeline.store.urls.is_local`)."""
     return urls.is_local(url)
 
 
@@ -56,7 +56,7 @@ def local_path(url: str) -> str:
 
 def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """The fsspec filesystem for ``url`` and the path inside it; chained URLs and stores other
-    than :data:`pipeline.urls.REMOTE_SCHEMES` are refused (StorageError naming ``url``)."""
+    than :data:`pipeline.store.urls.REMOTE_SCHEMES` are refused (StorageError naming ``url``)."""
     reason = urls.problem(url)
     if reason is not None:
         raise InputRefused(url, reason)

@@ -1,6 +1,6 @@
 """Per-shot face plan: identity per track, gap bridging, smoothing -> per-frame FaceTasks.
 
-Runs on the driver after :mod:`pipeline.tracking` has given every detection a
+Runs on the driver after :mod:`pipeline.tracking.tracker` has given every detection a
 track id (see that module's docstring for the whole design).  Because it sees
 the whole shot at once, each track's identity is decided once from all of its
 embeddings (a face never switches source mid-shot), and the smoother may be
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.errors import SpecError
-from pipeline.faces.types import Face, FaceTask
-from pipeline.smoothing import interpolate_gaps, smooth_track
-from pipeline.tracking import TrackingConfig, TrackObservation
+from pipeline.geometry.types import Face, FaceTask
+from pipeline.tracking.smoothing import interpolate_gaps, smooth_track
+from pipeline.tracking.tracker import TrackingConfig, TrackObservation
 
 if TYPE_CHECKING:  # the selection config lives with the face stages
     from pipeline.faces.config import SelectionConfig

@@ -5,7 +5,7 @@ A rendered frame is RGB; converting it back to YUV costs every pixel a rounding:
 three levels (swscale's 8-bit conversions truncate; full range has no spare
 precision at all).  A segment written in the source's own pixel format, matrix
 and range does not need that round trip outside the faces: the decoded source
-frame (:attr:`pipeline.decode.Frame.yuv`) is converted again exactly as the
+frame (:attr:`pipeline.video.decode.Frame.yuv`) is converted again exactly as the
 decoder did, every pixel whose RGB is unchanged is marked, and the converted
 frame takes the source's samples there, luma per pixel and chroma per
 subsampled block whose pixels are all unchanged.  Untouched pixels then reach
@@ -22,7 +22,7 @@ from __future__ import annotations
 import av
 import numpy as np
 
-from pipeline.decode import DecodeConversion
+from pipeline.video.decode import DecodeConversion
 
 
 def keeps_samples(conversion: DecodeConversion, pix_fmt: str, matrix: object, colour_range: str) -> bool:

@@ -15,7 +15,7 @@ an AAC or VFR source to MXF is refused (no audio is dropped silently).
 
 Colour: the output says what the segments' own ``colr`` box says (primaries,
 transfer, matrix; unspecified without one) and the range their stream states,
-never what a decoder fills in (:mod:`pipeline.colr`).
+never what a decoder fills in (:mod:`pipeline.video.colr`).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from typing import cast
 
 import av
 
-from pipeline import storage
 from pipeline.colour import ColourTags, mux_options
-from pipeline.colr import read_colr
 from pipeline.errors import MediaError, SpecError
-from pipeline.hashing import fetch_verified
-from pipeline.probe import VideoInfo, open_container, video_stream
-from pipeline.timecode import add_frames
+from pipeline.store import storage
+from pipeline.store.hashing import fetch_verified
+from pipeline.video.colr import read_colr
+from pipeline.video.probe import VideoInfo, open_container, video_stream
+from pipeline.video.timecode import add_frames
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.errors import SpecError
-from pipeline.probe import VideoInfo
+from pipeline.video.probe import VideoInfo
 
 
 @dataclass(frozen=True)
