@@ -152,7 +152,7 @@ def test_local_publish_fsyncs_the_file_before_the_rename_and_the_folder_after(tm
     src.write_bytes(b"x" * 4096)
     trace = tmp_path / "trace.txt"
     code = (
-        "import sys; from pipeline import storage\n"
+        "import sys; from pipeline.store import storage\n"
         "storage.publish_file(sys.argv[1], sys.argv[2])\n"
         "storage.publish_file(sys.argv[1], sys.argv[3], overwrite=False)\n"
     )
