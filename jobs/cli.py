@@ -30,3 +30,20 @@ def url_credentials_refused(prog: str, *urls: str | None) -> bool:
         file=sys.stderr,
     )
     return True
+
+
+def stopped_by(exc: BaseException) -> SystemExit | None:
+    """The SystemExit a stop signal raised, when ``exc`` was caused by one.
+
+    Ray's SIGTERM handler (``ray job stop``) calls ``sys.exit``; when the signal lands while a
+    module is being imported, the import fails with ``ImportError: initialization failed`` caused
+    by that SystemExit, and the job would report a failure (exit 1) instead of a stop.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, SystemExit):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import NoReturn
 
-from jobs.cli import configure_logging
+from jobs.cli import configure_logging, stopped_by
 
 EXIT_OK, EXIT_RENDER_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -119,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RecastError as exc:
         return refused(exc)
     except Exception as exc:
+        stop = stopped_by(exc)
+        if stop is not None:
+            raise stop from None  # a stop that arrived inside an import or a library: still a stop
         logging.getLogger(__name__).exception("job %s failed", spec.job_id)
         print(
             f"recast: job {spec.job_id} failed: {type(exc).__name__}: {redact_text(str(exc))}",

@@ -172,7 +172,9 @@ def test_s3_killed_driver_then_two_resubmissions_after_expiry(
             os.killpg(killed.pid, signal.SIGKILL)
             killed.wait(timeout=30)
     done_before = len(rendered())
-    assert 1 <= done_before < 3 and not storage.exists(output)
+    # Killed mid-job: at least one chunk rendered, nothing published (all three may have finished
+    # rendering by the time the kill lands: 1 s chunks on two actors commit in bursts).
+    assert 1 <= done_before <= 3 and not storage.exists(output)
     # Its lease stays until it expires.
     stale = Holder.from_bytes(storage.read_bytes(f"{work}/lease.json"))
     assert stale is not None and stale.pid == killed.pid and stale.expiry_seconds == 8
