@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cluster.spec.job import JobSpec
@@ -97,28 +98,27 @@ def pass_urls_of(spec: JobSpec, ref: ShotRef) -> dict[str, str]:
     }
 
 
+def _published(spec: JobSpec, shots: list[ShotRef]) -> Iterator[tuple[str, str, str]]:
+    """(url, spec field, what it is) of every file the job publishes: each output and its passes."""
+    pass_field = "output.pass_url" if spec.output.pass_url is not None else "output.passes"
+    for ref in shots:
+        yield ref.output_url, ref.output_field, f"shot {ref.name}'s output"
+        for name, url in pass_urls_of(spec, ref).items():
+            yield url, pass_field, f"shot {ref.name}'s {name} pass"
+
+
 def written_urls(spec: JobSpec, shots: list[ShotRef], work_url: str) -> list[tuple[str, str]]:
     """Every place the job writes, each with the spec field that names it: each shot's output and
     passes, and the work area.  The studio policy authorises exactly these (and the audit folder,
     :func:`cluster.checks.trust.authorise`); :func:`check_names` checks them before Ray."""
-    pass_field = "output.pass_url" if spec.output.pass_url is not None else "output.passes"
-    out = []
-    for ref in shots:
-        out.append((ref.output_url, ref.output_field))
-        out.extend((url, pass_field) for url in pass_urls_of(spec, ref).values())
+    out = [(url, field) for url, field, _ in _published(spec, shots)]
     out.append((work_url, "output.work_url" if spec.output.work_url is not None else "output.url"))
     return out
 
 
 def destinations(spec: JobSpec, shots: list[ShotRef]) -> list[tuple[Place, str]]:
     """Every file the job publishes (outputs and passes), each with the spec field that names it."""
-    out = []
-    pass_field = "output.pass_url" if spec.output.pass_url is not None else "output.passes"
-    for ref in shots:
-        out.append((Place.of(ref.output_url, f"shot {ref.name}'s output"), ref.output_field))
-        for name, url in pass_urls_of(spec, ref).items():
-            out.append((Place.of(url, f"shot {ref.name}'s {name} pass"), pass_field))
-    return out
+    return [(Place.of(url, what), field) for url, field, what in _published(spec, shots)]
 
 
 def inputs(spec: JobSpec, shots: list[ShotRef]) -> list[Place]:

@@ -121,7 +121,7 @@ def authorise(
                 "provenance.audit",
                 f"cannot be false on a cluster with a studio policy ({POLICY_ENV}): every job is audited",
             )
-    policy_url = cluster_url or (prov.policy_url if prov is not None else None)
+    policy_url = _chosen_policy(spec, cluster_url)
     audited = cluster_url is not None or (prov is not None and prov.audit)
     metadata = job_metadata(env)
     if policy_url is None:
@@ -221,7 +221,10 @@ def check_patterns(spec: JobSpec, env: Mapping[str, str] | None = None) -> None:
 
 def job_policy_url(spec: JobSpec, env: Mapping[str, str] | None = None) -> str | None:
     """The policy the job runs under: the cluster's (``RECAST_POLICY_URL``), else the spec's."""
-    cluster_url, _ = cluster_settings(env)
+    return _chosen_policy(spec, cluster_settings(env)[0])
+
+
+def _chosen_policy(spec: JobSpec, cluster_url: str | None) -> str | None:
     prov = spec.provenance
     return cluster_url or (prov.policy_url if prov is not None else None)
 

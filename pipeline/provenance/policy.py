@@ -109,7 +109,7 @@ class Policy(Frozen):
     @classmethod
     def _prefixes_clean(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for prefix in value:
-            if not prefix or _has_dotdot(prefix):
+            if not prefix or urls.has_dotdot(prefix):
                 raise ValueError(f"prefix {prefix!r} is empty or contains '..'")
             reason = urls.problem(prefix)
             if reason is not None:
@@ -202,7 +202,7 @@ def check_url_allowed(policy: Policy, url: str, kind: str = "input") -> None:
     """
     if kind not in ("input", "output"):
         raise ValueError(f"kind must be 'input' or 'output', not {kind!r}")
-    if _has_dotdot(url):
+    if urls.has_dotdot(url):
         raise PolicyError(f"{kind} {url}", "'..' segments are not allowed in URLs")
     prefixes = policy.allowed_input_prefixes if kind == "input" else policy.allowed_output_prefixes
     if not prefixes:
@@ -213,11 +213,6 @@ def check_url_allowed(policy: Policy, url: str, kind: str = "input") -> None:
         if target == base or target.startswith(base + "/"):
             return
     raise PolicyError(f"{kind} {url}", f"not under an allowed {kind} prefix ({', '.join(prefixes)})")
-
-
-def _has_dotdot(url: str) -> bool:
-    path = url.split("://", 1)[-1].replace("\\", "/")
-    return ".." in path.split("/")
 
 
 def comparable_url(url: str) -> str:
