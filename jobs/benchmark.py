@@ -82,8 +82,17 @@ import os
 import sys
 from typing import Any
 
-from jobs.bench.report import derive, table
-from jobs.bench.settings import QUICK, TINY, Settings
+try:
+    from jobs.bench.report import derive, table
+    from jobs.bench.settings import QUICK, TINY, Settings
+except ModuleNotFoundError as exc:  # an installed wheel: the harness stays in the checkout
+    if exc.name not in ("jobs.bench", "jobs.bench.report", "jobs.bench.settings"):
+        raise
+    sys.exit(
+        "python -m jobs.benchmark runs from a Recast checkout: its harness and stand-in models "
+        "(jobs/bench/) are tooling and not installed with the wheel; run it from the repository's "
+        "root (on a cluster: ray job submit --working-dir . -- python -m jobs.benchmark)"
+    )
 
 
 def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str | None]:

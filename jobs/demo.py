@@ -28,7 +28,7 @@ import cv2
 import numpy as np
 import yaml
 
-from jobs.bench.clips import make_face_clip, write_source_image
+from jobs.demo_media import make_face_clip, write_source_image
 
 SHOT = "astronaut"
 

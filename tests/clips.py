@@ -26,7 +26,7 @@ import av
 import numpy as np
 import pytest
 
-from jobs.bench.clips import mux_mono_audio
+from jobs.demo_media import mux_mono_audio
 
 BITS = 12
 COLS, ROWS = 6, 2  # 12 blocks in the top half

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from jobs.bench.clips import astronaut_rgb, pan_zoom_frame
+from jobs.demo_media import astronaut_rgb, pan_zoom_frame
 from pipeline.faces.detectsize import reduced_size
 from pipeline.models.detector_sizes import input_size
 from pipeline.models.loader import load_detector

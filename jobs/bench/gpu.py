@@ -1,6 +1,6 @@
 """GPU benchmark of the device render path: fps per GPU at 1080p.
 
-What it measures, on a generated clip of a real face (``jobs.bench.clips``: the astronaut,
+What it measures, on a generated clip of a real face (``jobs.demo_media``: the astronaut,
 panned and zoomed; nothing downloaded):
 
 * **detect**: one analysis pass (the default pack's YuNet on ONNX Runtime CPU, as in

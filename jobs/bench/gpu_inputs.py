@@ -129,7 +129,7 @@ def identities() -> dict[str, Identity]:
 
 def make_clip(settings: Settings) -> str:
     """The astronaut clip at the benchmark's size and length (written once into ``out``)."""
-    from jobs.bench.clips import make_face_clip
+    from jobs.demo_media import make_face_clip
 
     width, height = dims(settings.size)
     path = os.path.join(settings.out, f"astronaut_{width}x{height}_{settings.seconds:g}s.mp4")

@@ -1,7 +1,7 @@
 """The benchmark's inputs, generated on the machine: clips, the source picture, the production-cost pack.
 
 Nothing is downloaded: the clips animate the astronaut from ``skimage.data``
-(:mod:`jobs.bench.clips`), the source face is insightface's sample picture, and
+(:mod:`jobs.demo_media`), the source face is insightface's sample picture, and
 the production-cost pack pairs the default pack's real YuNet detector with
 stand-ins of the production recognizer, swapper and enhancer
 (:mod:`jobs.bench.standins`).  Each input is written once into the output folder
@@ -14,7 +14,7 @@ import os
 import shutil
 from typing import Any
 
-from jobs.bench.clips import make_face_clip, write_source_image
+from jobs.demo_media import make_face_clip, write_source_image
 
 RESOLUTIONS = {"720p": (1280, 720), "1080p": (1920, 1080)}
 

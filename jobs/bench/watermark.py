@@ -31,7 +31,7 @@ import cv2
 import numpy as np
 import yaml
 
-from jobs.bench.clips import ASTRONAUT_FACE_XY, astronaut_rgb, write_source_image
+from jobs.demo_media import ASTRONAUT_FACE_XY, astronaut_rgb, write_source_image
 
 JOB_ID = "wm-bench"
 WINDOW = 24

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from actors.render import RenderConfig, RenderWorker
-from jobs.bench.clips import make_face_clip
+from jobs.demo_media import make_face_clip
 from pipeline.faces.config import FaceConfig
 from pipeline.video.chunking import plan_chunks
 from pipeline.video.probe import probe

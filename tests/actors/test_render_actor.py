@@ -10,7 +10,7 @@ import pytest
 import ray
 
 from actors.render import RenderActor, RenderConfig
-from jobs.bench.clips import make_face_clip, write_source_image
+from jobs.demo_media import make_face_clip, write_source_image
 from pipeline.faces.config import FaceConfig, IdentitySource, SelectionConfig
 from pipeline.store import storage
 from pipeline.tracking.faceplan import plan_shot

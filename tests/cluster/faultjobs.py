@@ -13,7 +13,7 @@ from typing import Any
 
 import av
 
-from jobs.bench.clips import make_face_clip, write_source_image
+from jobs.demo_media import make_face_clip, write_source_image
 
 CLIP_SECONDS = 3.0  # 3 chunks of 1 s: enough to kill something mid-job, small enough for CI
 

@@ -11,7 +11,7 @@ from cluster.report.metrics import JobMetrics
 from cluster.report.progress import Progress
 from cluster.schedule.observer import JobObserver
 from cluster.spec.job import parse_spec
-from jobs.bench.clips import make_face_clip, write_source_image
+from jobs.demo_media import make_face_clip, write_source_image
 
 
 def test_chunk_warnings_are_in_the_summary_once(tmp_path, no_ray) -> None:

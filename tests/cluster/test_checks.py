@@ -11,7 +11,7 @@ import pytest
 
 from cluster.checks.prepare import prepare_job
 from cluster.spec.job import parse_spec
-from jobs.bench.clips import write_source_image
+from jobs.demo_media import write_source_image
 from pipeline.errors import SpecError
 from tests.clips import ClipSpec, write_clip
 

@@ -16,7 +16,7 @@ import pytest
 
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
-from jobs.bench.clips import write_source_image
+from jobs.demo_media import write_source_image
 from pipeline.colour import UNSPECIFIED, ColourTags
 from pipeline.video.colr import read_colr
 from pipeline.video.probe import probe

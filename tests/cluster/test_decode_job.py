@@ -16,7 +16,7 @@ import torch
 from actors.render import RenderConfig, RenderWorker
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
-from jobs.bench.clips import write_source_image
+from jobs.demo_media import write_source_image
 from pipeline.errors import SpecError
 from pipeline.video.decoders import DecodeConfig, nvdec_runtime_problem
 from tests.clips import ClipSpec, write_clip

@@ -10,7 +10,7 @@ import pytest
 
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
-from jobs.bench.clips import write_source_image
+from jobs.demo_media import write_source_image
 from pipeline.errors import SpecError
 from pipeline.store import storage
 from tests.clips import ClipSpec, read_index, write_clip

@@ -21,7 +21,7 @@ import ray
 
 from cluster.driver import JobRunner
 from cluster.spec.job import parse_spec
-from jobs.bench.clips import write_source_image
+from jobs.demo_media import write_source_image
 from tests.clips import ClipSpec, read_index, write_clip
 from tests.raytools import RAY_ENV, REPO, free_port
 

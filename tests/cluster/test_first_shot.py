@@ -9,7 +9,7 @@ import pytest
 
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
-from jobs.bench.clips import write_source_image
+from jobs.demo_media import write_source_image
 from pipeline.store import storage
 from tests.clips import ClipSpec, write_clip
 

@@ -28,7 +28,7 @@ from cluster.state.manifest import (
     faces_to_npz,
     tasks_digest,
 )
-from jobs.bench.clips import make_face_clip
+from jobs.demo_media import make_face_clip
 from pipeline.geometry.types import Face, FaceTask
 from pipeline.video.chunking import Chunk, ChunkPlan
 from pipeline.video.encode import EncoderChoice

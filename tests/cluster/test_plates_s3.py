@@ -18,7 +18,7 @@ import pytest
 
 from cluster.driver import JobRunner, run_job
 from cluster.spec.job import parse_spec
-from jobs.bench.clips import write_source_image
+from jobs.demo_media import write_source_image
 from tests.plates import write_sequence
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

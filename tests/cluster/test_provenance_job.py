@@ -23,7 +23,7 @@ import yaml
 
 from cluster.checks.prepare import prepare_job
 from cluster.spec.job import parse_spec
-from jobs.bench.clips import make_face_clip, write_source_image
+from jobs.demo_media import make_face_clip, write_source_image
 from pipeline.errors import SpecError
 from pipeline.provenance.audit import AuditLog
 from pipeline.provenance.consent import picture_embeddings

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.bench.clips import write_source_image
+from jobs.demo_media import write_source_image
 from jobs.render import EXIT_RENDER_FAILED, main
 from tests.clips import ClipSpec, write_clip
 from tests.pipeline.qc.test_coverage import N, occluded_frames

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.bench.clips import make_face_clip, write_source_image
+from jobs.demo_media import make_face_clip, write_source_image
 from pipeline.models.pack import BUILTIN_DEFAULT, load_pack
 from pipeline.store.redact import RedactingFilter
 from tests.pipeline.provenance.provenance_helpers import make_test_ca

@@ -10,7 +10,7 @@ import pytest
 
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
-from jobs.bench.clips import make_face_clip, write_source_image
+from jobs.demo_media import make_face_clip, write_source_image
 from tests.clips import ClipSpec, read_index, write_clip
 
 pytestmark = pytest.mark.ray

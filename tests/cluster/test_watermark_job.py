@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from jobs import detect_watermark as detect_cli
-from jobs.bench.clips import write_source_image
 from jobs.bench.watermark import moving_face_frames, read_video, write_video
+from jobs.demo_media import write_source_image
 from pipeline.models.loader import load_detector
 from pipeline.models.pack import load_pack
 from pipeline.models.runtime.settings import ExecutionConfig

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from jobs.bench.clips import write_source_image
+from jobs.demo_media import write_source_image
 from jobs.render import EXIT_BAD_INPUT
 from tests.jobs.test_bad_inputs import assert_untouched, dest, run_main, snapshot  # noqa: F401 - fixture
 from tests.plates import write_frame, write_sequence

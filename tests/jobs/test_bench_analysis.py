@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobs.bench.analysis import PARTS, analysis_table, measure_analysis
-from jobs.bench.clips import make_face_clip
+from jobs.demo_media import make_face_clip
 
 
 def test_analysis_row_has_breakdown_ratio_and_calls_saved(tmp_path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from jobs.bench.clips import write_source_image
+from jobs.demo_media import write_source_image
 from jobs.render import EXIT_BAD_INPUT
 from pipeline.errors import MediaError
 from pipeline.plates.probe import probe_sequence

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from jobs.bench.clips import make_face_clip, write_source_image
+from jobs.demo_media import make_face_clip, write_source_image
 from pipeline.store import storage
 from pipeline.video.probe import probe
 from tests.raytools import ray_head, s3_env_vars

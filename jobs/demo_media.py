@@ -1,8 +1,9 @@
-"""Demo media made from real faces that ship inside installed packages (nothing downloaded).
+"""The demo's inputs, made from real faces that ship inside installed packages (nothing downloaded).
 
 * :func:`make_face_clip`: the astronaut from ``skimage.data`` animated with a
   slow pan and zoom (public domain picture), H.264 with a 440 Hz AAC tone and
-  a timecode, at any size and length.  Used by the demo, the benchmark and the tests.
+  a timecode, at any size and length.  Made for the demo (``jobs/demo.py``); the
+  benchmark (``jobs/bench/``) and the tests make their clips with it too.
 * :func:`write_source_image`: a source identity picture: insightface's
   ``t1.jpg`` group photo (pick a face with ``face_index``), loaded from the
   installed package and written next to the job, never committed.
