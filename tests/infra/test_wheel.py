@@ -93,43 +93,32 @@ def test_installed_wheel_runs_without_the_checkout(wheel: Path, tmp_path: Path) 
         timeout=300,
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(site)}
-    # The development venv's editable install maps ``jobs`` to the checkout: drop its finder so the
-    # probe sees what a machine with only the wheel sees.
-    alone = "import sys\nsys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
-    probe = alone + (
-        "import jobs.demo, jobs.render, jobs.benchmark\n"
-        "assert jobs.demo.__file__.startswith(sys.argv[1]), jobs.demo.__file__\n"
-    )
-    # The benchmark entrypoint exits at import, saying where it runs from; the demo imports cleanly.
-    bench = subprocess.run(
-        [sys.executable, "-c", probe, str(site)],
-        check=False,
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert bench.returncode == 1, bench.stderr
-    assert "runs from a Recast checkout" in bench.stderr and "jobs/bench/" in bench.stderr
-    demo = subprocess.run(
-        [sys.executable, "-c", probe.replace(", jobs.benchmark", ""), str(site)],
-        check=False,
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+
+    def installed(code: str) -> subprocess.CompletedProcess[str]:
+        # The development venv's editable install maps ``jobs`` to the checkout: drop its finder
+        # so the code sees what a machine with only the wheel sees.
+        alone = (
+            "import sys\nsys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+        )
+        return subprocess.run(
+            [sys.executable, "-c", alone + code],
+            check=False,
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    # The demo imports from the wheel alone and loads nothing of the benchmark.
+    demo = installed(
+        "import jobs.demo, jobs.render\n"
+        f"assert jobs.demo.__file__.startswith({str(site)!r}), jobs.demo.__file__\n"
+        "print(sorted(m for m in sys.modules if 'bench' in m))"
     )
     assert demo.returncode == 0, demo.stderr
-    loaded = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, jobs.demo; print(sorted(m for m in sys.modules if 'bench' in m))",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert loaded.stdout.strip() == "[]", loaded.stdout
+    assert demo.stdout.strip() == "[]", demo.stdout
+    # The benchmark entrypoint exits at import, saying where it runs from.
+    bench = installed("import jobs.benchmark")
+    assert bench.returncode == 1, bench.stderr
+    assert "runs from a Recast checkout" in bench.stderr and "jobs/bench/" in bench.stderr
