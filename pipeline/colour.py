@@ -158,9 +158,13 @@ class OutputColour(Frozen):
     """
 
     primaries: str | None = None
+    """Colour primaries to write (``bt709``, ``bt2020``...); None: the source's."""
     transfer: str | None = None
+    """Transfer characteristics to write (``bt709``, ``smpte2084``, ``arib-std-b67``...); None: the source's."""
     matrix: str | None = None
+    """YUV matrix to encode with and write (``bt709``, ``bt2020nc``...); None: the source's."""
     range: str | None = None
+    """``tv`` (limited) or ``pc`` (full) range to encode with and write; None: the source's."""
 
     @field_validator("primaries")
     @classmethod

@@ -57,6 +57,7 @@ class InputLimits(Frozen):
     max_width: int = Field(default=16_384, ge=1, le=65_536)
     """Source frame width in pixels (videos and image sequences)."""
     max_height: int = Field(default=16_384, ge=1, le=65_536)
+    """Source frame height in pixels (videos and image sequences)."""
     max_pixels: int = Field(default=8192 * 8192, ge=1, le=32_768 * 32_768)
     """Source frame area (width x height); the default is 8K x 8K."""
     max_image_bytes: int = Field(default=50 * MIB, ge=1, le=1 << 30)

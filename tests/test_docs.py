@@ -61,6 +61,10 @@ def test_spec_reference_names_every_key_with_its_type_default_bounds_and_docstri
     assert " | `false` | " in rows["provenance.watermark.enabled"]
     assert " | required | length >= 1 | " in rows["identities.<name>.images"]
     assert " | str | required | " in rows["output.url"]
+    # Every key says what it is for: a field added without a docstring fails here, naming it.
+    undocumented = sorted(key for key, line in rows.items() if line.rstrip().endswith("|  |"))
+    assert not undocumented, f"spec keys without a docstring under the field: {undocumented}"
+    assert "resubmitting the same `job_id` resumes" in rows["job_id"]
 
 
 def test_spec_reference_check_fails_naming_the_command(

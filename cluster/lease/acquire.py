@@ -84,9 +84,11 @@ class LeaseConfig(Frozen):
     expiry_seconds: float = Field(
         default=60.0, ge=EXPIRY_MIN_SECONDS, le=EXPIRY_MAX_SECONDS, allow_inf_nan=False
     )
+    """A lease not refreshed for this long is dead: another driver may take the work area over."""
     heartbeat_seconds: float = Field(
         default=10.0, ge=HEARTBEAT_MIN_SECONDS, le=EXPIRY_MAX_SECONDS, allow_inf_nan=False
     )
+    """How often the driver refreshes its lease (at most a third of ``expiry_seconds``)."""
 
     @field_validator("heartbeat_seconds")
     @classmethod

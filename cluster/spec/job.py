@@ -56,7 +56,10 @@ class ModelsSpec(Frozen):
     """Model pack URL (``builtin:default`` = the embedded default pack) and how to run it."""
 
     pack: str = "builtin:default"
+    """The model pack: ``builtin:default`` (the embedded default pack) or the URL of a pack folder
+    whose ``manifest.json`` names each model file with its sha256 (local, ``s3://``, ``gs://``)."""
     execution: ExecutionConfig = ExecutionConfig()
+    """How the pack's models run (backend, providers, device); the same block the CLI and actors use."""
     cache_dir: str | None = None
     """A local folder under the cache root (``$RECAST_CACHE_DIR`` or ``~/.cache/recast``)."""
 
@@ -81,9 +84,13 @@ class ChunkingSpec(Frozen):
     widen it; a cluster (or a test suite, for tiny chunks) lowers the floor with ``RECAST_MIN_CHUNK_SECONDS``."""
 
     seconds: float = 20.0
+    """Target chunk length in seconds; each actor call renders one chunk."""
     min_seconds: float = Field(default=10.0, ge=1.0)
+    """Least value ``seconds`` may take (a shot shorter than this is one chunk)."""
     max_seconds: float = Field(default=CHUNK_MAX_SECONDS, le=CHUNK_MAX_SECONDS)
+    """Greatest value ``seconds`` may take (30 at most: a lost chunk costs at most this much work again)."""
     snap_to_keyframes: bool = True
+    """Cut chunks on the source's keyframes, so each chunk decodes without reading the one before."""
 
     @field_validator("min_seconds")
     @classmethod
@@ -110,6 +117,7 @@ class ResumeSpec(Frozen):
     ETag/VersionId.  ``full``: every byte of every source is hashed (slow on large plates)."""
 
     fingerprint: Literal["sampled", "full"] = "sampled"
+    """``sampled`` (fast, the default) or ``full`` (every byte hashed): how a source is fingerprinted."""
 
 
 # ``resources.dispatch_order``: the queue policy of :mod:`cluster.schedule.work_queue`.
@@ -120,9 +128,15 @@ class ResourcesSpec(Frozen):
     """Actor sizing.  ``gpus_per_actor`` None: 1 when the cluster has GPUs, else CPU actors."""
 
     gpus_per_actor: float | None = Field(default=None, ge=0.0)
+    """GPUs (or a share of one) each render actor asks Ray for; None: 1 on a GPU cluster, else 0."""
     cpus_per_actor: float = Field(default=1.0, gt=0.0)
+    """CPUs each render actor asks Ray for (and the threads its model sessions use on CPU)."""
     max_actors: int | None = Field(default=None, ge=1)
+    """Render actors to run (at most one per chunk); those the cluster cannot place yet are the autoscaler's
+    demand.  None: as many as the cluster holds now."""
     max_inflight_per_actor: int = Field(default=2, ge=1)
+    """Calls queued on one actor at a time (one running, the rest waiting), so its next
+    chunk is ready when the current one ends."""
     decode_cache_mb: int = Field(default=2048, ge=0, le=1024 * 1024, strict=True)
     """MiB of decoded pictures each actor keeps from its analyses for its renders (one decode per frame);
     2048 holds a 20 s 1080p 8-bit chunk at 24 fps (480 x 3 MB); 0: every render decodes again."""
@@ -146,6 +160,7 @@ class WatermarkSpec(WatermarkConfig):
     """Invisible watermark of the job id in the replaced faces (see ``pipeline.provenance.watermark``)."""
 
     enabled: bool = False
+    """Embed the job id as an invisible watermark in every replaced face."""
     step: float = Field(default=32.0, gt=0.0)
 
 
@@ -161,11 +176,17 @@ class ProvenanceSpec(Frozen):
     """
 
     policy_url: str | None = None
+    """The studio's consent and provenance policy (YAML), which a spec cannot relax."""
     project: str | None = None
+    """The project this job belongs to in the policy (required with ``policy_url``)."""
     signer: SignerConfig | None = None
+    """Sign every MP4/MOV output with C2PA Content Credentials using this key and certificate chain."""
     watermark: WatermarkSpec = WatermarkSpec()
+    """The invisible watermark of the job id in the replaced faces."""
     review_label: bool = False
+    """Burn a visible review label into the top-left corner of every frame (review copies only)."""
     audit: bool = True
+    """Append a record under ``<output prefix>/audit/`` when the job starts and when it ends."""
 
     @model_validator(mode="after")
     def _project_with_policy(self) -> ProvenanceSpec:
@@ -184,18 +205,28 @@ class JobSpec(Frozen):
     """A whole render job, as validated from YAML."""
 
     job_id: str
+    """The job's name: letters, digits, ``.``, ``_`` or ``-``.  It names the work area and the
+    resume state, so resubmitting the same ``job_id`` resumes the job instead of starting over."""
     shots: tuple[ShotSpec, ...] = Field(min_length=1)
+    """The shots to render, in order: each a ``url`` or a glob ``pattern``, with its own settings."""
     identities: dict[str, IdentitySource] = Field(min_length=1)
+    """Source identities by name: their pictures (and optional per-identity adapter)."""
     selection: SelectionConfig
     """Optional in YAML when there is one identity: every face becomes it (mode all)."""
     faces: FaceConfig = FaceConfig()
+    """How selected faces are rendered (each shot may override it)."""
     tracking: TrackingConfig = TrackingConfig()
+    """How faces are tracked through a shot and how their landmarks are smoothed."""
     models: ModelsSpec = ModelsSpec()
+    """The model pack and how its models run."""
     output: OutputSpec
+    """Where and how each shot is written."""
     chunking: ChunkingSpec = Field(default_factory=ChunkingSpec)
     """Built per spec, not at import: its floor comes from the cluster's ``RECAST_MIN_CHUNK_SECONDS``."""
     resources: ResourcesSpec = ResourcesSpec()
+    """What each render actor asks Ray for, and how many actors run at once."""
     resume: ResumeSpec = ResumeSpec()
+    """How a resubmitted job recognises an unchanged source."""
     provenance: ProvenanceSpec | None = None
     """None (no block): no policy, signing, watermark or audit."""
     colour: ColourSpec = ColourSpec()

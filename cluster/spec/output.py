@@ -32,12 +32,23 @@ class OutputSpec(Frozen):
     """
 
     url: str
+    """The output of each shot: a template with ``{shot}`` (and optionally ``{job_id}``) whose
+    extension picks the container (``.mp4``, ``.mov``, ``.mkv``, or a padded image sequence)."""
     codec: Literal["h264", "hevc", "prores", "prores_4444", "prores_4444xq", "dnxhr_hqx"] = "h264"
+    """Video outputs: ``h264`` or ``hevc`` (NVENC where the GPU has it, else x264/x265), ``prores``
+    (422 HQ; 4444 for a 4:4:4 source), ``prores_4444``, ``prores_4444xq`` or ``dnxhr_hqx`` (MOV/MXF)."""
     quality: int | None = None
+    """CRF-like quality of H.264/HEVC, 0-51, lower is better; None: 18.  ProRes and DNxHR ignore it."""
     preset: str | None = None
+    """The x264/x265 preset (``ultrafast`` ... ``placebo``; NVENC maps it to p1-p7); None: ``medium``."""
     hardware: bool = True
+    """Use NVENC where the GPU has it (A100, H100 and H200 have none); false: always software."""
     if_exists: Literal["fail", "skip", "overwrite"] = "fail"
+    """When an output already exists: ``fail`` the job before anything renders, ``skip`` that shot, or
+    ``overwrite`` it (replaced in one step when the new one is complete)."""
     work_url: str | None = None
+    """Where segments, the manifest and the job summary go; None: ``.recast-work/<job_id>/`` beside
+    the first output."""
     include_handles: bool = True
     """Deliver the handles (rendered) too; false: video outputs hold only ``frames``, and image
     sequences keep their handle frames as the source's."""

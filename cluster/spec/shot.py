@@ -63,15 +63,21 @@ class ColourSpec(Frozen):
     """
 
     config: str = "ocio://default"
+    """The OCIO config: ``ocio://default`` (ACES CG), ``ocio://studio-config-latest``, or a studio
+    config's path or URL."""
     plate: str | None = None
+    """The plates' colour space when their headers do not name it (required then for EXR and DPX)."""
     model: str = "sRGB Encoded Rec.709 (sRGB)"
+    """The colour space the face models see; rendered pixels are converted back to the plate's."""
 
 
 class FrameRange(Frozen):
     """Inclusive frame numbers ``first``-``last`` (a sequence's own numbers; a video's from 0)."""
 
     first: int
+    """First frame rendered, inclusive (``1009-1092`` and ``1009`` are accepted as shorthand)."""
     last: int
+    """Last frame rendered, inclusive."""
 
     @model_validator(mode="before")
     @classmethod
@@ -106,15 +112,27 @@ class ShotSpec(Frozen):
     """
 
     name: str | None = None
+    """The shot's name in outputs (``{shot}``) and reports; None: the file name without its extension."""
     url: str | None = None
+    """One shot's source: a video file (``.mp4``, ``.mov``, ``.mxf``...) or an image sequence with
+    frame padding (``plate.####.exr``, ``plate.%04d.dpx``, ``plate.1001-1100#.exr``); local, ``s3://`` or ``gs://``."""
     pattern: str | None = None
+    """A glob that expands to many shots (one per matching video or sequence), each named after its file."""
     output: str | None = None
+    """This shot's output URL, overriding ``output.url`` (a full URL, no placeholders needed)."""
     frames: FrameRange | None = None
+    """The frames to render (a sequence's own numbers; a video's from 0); None: every frame."""
     handles: int = Field(default=0, ge=0, le=10_000)
+    """Frames rendered on each side of ``frames`` for the comp's handles (delivered when
+    ``output.include_handles``)."""
     fps: float | None = Field(default=None, gt=0.0, le=1000.0)
+    """The frame rate of an image sequence whose headers carry none (23.976 is read as 24000/1001)."""
     colour: ColourSpec | None = None
+    """This shot's colour management, overriding the job's ``colour`` block field by field."""
     selection: SelectionConfig | None = None
+    """This shot's face selection, overriding the job's ``selection`` field by field."""
     faces: FaceConfig | None = None
+    """This shot's face rendering, overriding the job's ``faces`` block field by field."""
 
     @field_validator("url", "output")
     @classmethod

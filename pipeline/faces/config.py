@@ -31,9 +31,13 @@ class SelectionConfig(Frozen):
     """
 
     mode: Literal["all", "largest", "reference"] = "all"
+    """``all``, ``largest`` or ``reference``: which target faces are replaced (see above)."""
     source: str | None = None
+    """The identity every selected face becomes in modes ``all`` and ``largest``."""
     references: dict[str, str] = Field(default_factory=dict)
+    """Mode ``reference``: reference identity -> the source identity its matching faces become."""
     threshold: float = Field(default=0.35, ge=-1.0, le=1.0)
+    """Mode ``reference``: the least cosine similarity to a reference that counts as a match."""
 
     @model_validator(mode="after")
     def _check(self) -> SelectionConfig:
@@ -68,14 +72,23 @@ class FaceConfig(Frozen):
     """
 
     enhance: bool = False
+    """Run the pack's face enhancer (e.g. GFPGAN) on each swapped face."""
     enhance_blend: float = Field(default=0.8, ge=0.0, le=1.0)
+    """How much of the enhanced face is blended over the swapped one (1 = all of it)."""
     occlusion: bool = False
+    """Keep what covers a face (hands, hair) with the pack's occlusion matte (e.g. XSeg)."""
     color_match: bool = True
+    """Match the swapped face's colour statistics to the plate's face before pasting."""
     mask_erode: float = Field(default=0.05, ge=0.0, le=0.4)
+    """How far the paste mask's border is pulled in, as a fraction of the crop size."""
     mask_blur: float = Field(default=0.08, ge=0.0, le=0.5)
+    """The Gaussian sigma that feathers the paste mask, as a fraction of the crop size."""
     batch_size: int = Field(default=8, ge=1, le=256)
+    """Faces per model call (and frames per batch between an actor's stages)."""
     embed: Literal["track", "every_frame"] = "track"
+    """Analysis pass: ``track`` embeds faces where it matters, ``every_frame`` embeds every face."""
     embed_stride: int = Field(default=8, ge=1, le=10_000)
+    """With ``embed: track``: embed each tracked face at least every this many frames."""
     detect_size: Literal["fixed", "auto"] = "fixed"
     """``auto``: full-resolution tiles too where the first frame of a chunk has faces the
     letterboxed frame misses, a smaller detector input where its faces are all large
@@ -86,12 +99,17 @@ class AdapterSource(Frozen):
     """A per-identity adapter (e.g. LoRA) file with its checksum."""
 
     url: str
+    """The adapter file (e.g. a LoRA made by ``jobs.prepare_lora``): local, ``s3://`` or ``gs://``."""
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """The adapter file's sha256 (64 lower-case hex digits); a file that differs is refused."""
 
 
 class IdentitySource(Frozen):
     """Source pictures of one identity; ``face_index`` picks a face in group pictures."""
 
     images: tuple[str, ...] = Field(min_length=1)
+    """Pictures of the identity (JPEG, PNG...): local, ``s3://`` or ``gs://``."""
     face_index: int | None = Field(default=None, ge=0)
+    """Which face of a group picture, numbered left to right from 0; None: each picture must hold one face."""
     adapter: AdapterSource | None = None
+    """A per-identity adapter (e.g. LoRA) with its checksum; None: the base models alone."""

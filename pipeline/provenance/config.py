@@ -21,6 +21,7 @@ class SignerConfig(Frozen):
     private_key_url: str
     """PEM private key (PKCS#8) matching the signing certificate."""
     algorithm: Literal["es256", "es384", "es512", "ps256", "ps384", "ps512", "ed25519"] = "es256"
+    """The signature algorithm; it must match the private key (``es256`` for a P-256 EC key)."""
     timestamp_url: str | None = None
     """RFC 3161 time-stamp authority; None signs without a time stamp (no network)."""
 

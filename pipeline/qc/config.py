@@ -18,7 +18,9 @@ class QcConfig(Frozen):
     """
 
     enabled: bool = True
+    """Measure each shot for the QC list (flagged frames in the report); false: no QC measures."""
     identity_every: int = Field(default=48, ge=1)
+    """Measure a replaced face's identity on every N-th frame of its track (1 = every frame)."""
     min_identity: float = Field(default=0.30, ge=-1.0, le=1.0)
     """Flag a replaced face whose cosine to its identity is below this (pack recognizer space)."""
     min_unreplaced_run: int = Field(default=1, ge=1)
@@ -45,6 +47,7 @@ class QcConfig(Frozen):
     max_seam: float = Field(default=2.5, gt=0.0)
     """Gradient across the matte edge in the output / in the plate."""
     fail_on: tuple[str, ...] = ()
+    """QC reasons that make the job exit 1 for the shot (its outputs are still published)."""
 
     @field_validator("fail_on")
     @classmethod

@@ -39,11 +39,13 @@ class ExecutionConfig(Frozen):
     """How models run; the same object serves the job spec, the CLI and actors."""
 
     backend: Literal["onnxruntime", "torch"] = "onnxruntime"
+    """``onnxruntime`` (the default) or ``torch`` (ONNX models converted with onnx2torch)."""
     providers: tuple[str, ...] | None = None
     """ONNX Runtime providers in order; None = TensorRT, CUDA, CPU as available."""
     fp16: bool = False
     """Half precision: TensorRT fp16 engines, or a half torch module on CUDA."""
     device_id: int = 0
+    """The CUDA device the sessions use on a machine with several GPUs."""
     trt_cache_dir: str | None = None
     """TensorRT engine/timing cache; None = ``<recast cache>/trt``."""
     intra_op_threads: int = 0
