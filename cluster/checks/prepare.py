@@ -16,11 +16,11 @@ import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cluster.checks.destinations import check_destinations, pass_urls_of
 from cluster.checks.provenance import audit_url, check_provenance
-from cluster.checks.trust import Authorisation, check_patterns
+from cluster.checks.trust import Authorisation, check_patterns, pack_manifest_of
 from cluster.spec.job import JobSpec
 from cluster.spec.shot_refs import ShotRef, ShotSettings, expand_shots, settings_of, work_url_for
 from cluster.spec.windows import ShotWindow, render_chunks, shot_window
@@ -29,12 +29,15 @@ from cluster.state.keys import AnalysisKey, Fingerprint, JobKeys, ShotKey, ident
 from cluster.state.manifest import JobManifest
 from cluster.state.manifest_sign import manifest_key
 from pipeline.errors import RecastError, SpecError
-from pipeline.limits import MANIFEST_MAX_BYTES, InputLimits
+from pipeline.limits import InputLimits
 from pipeline.plates.sequence import is_sequence_url, parse_sequence_url
 from pipeline.store import storage
 from pipeline.video.chunking import Chunk, ChunkPlan, plan_chunks
 from pipeline.video.decoders import check_decode_spec
 from pipeline.video.probe import VideoInfo, probe
+
+if TYPE_CHECKING:
+    from pipeline.models.pack import ManifestFile
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +143,10 @@ def prepare_job(
             raise SpecError(
                 "--resume", f"no manifest of job {spec.job_id} at {manifest.root}: nothing to resume"
             )
-    pack_hash = load_pack(spec.models.pack, cache_dir=spec.models.cache_dir).hash
-    verify_identity_adapters(spec)
+    # One read of the pack's manifest for every check and the load (the policy's, when it read it).
+    pack_manifest = auth.pack_manifest or pack_manifest_of(spec.models.pack)
+    pack_hash = load_pack(spec.models.pack, cache_dir=spec.models.cache_dir, manifest=pack_manifest).hash
+    verify_identity_adapters(spec, pack_manifest)
     check_identity_pictures(spec)
     keys = JobKeys(spec, pack_hash, identities_digest(spec))
     skipped = [s for s in shots if spec.output.if_exists == "skip" and output_exists(s.output_url)]
@@ -278,11 +283,12 @@ def check_identity_pictures(spec: JobSpec) -> None:
                 raise SpecError(f"identities.{name}.images[{i}]", str(exc)) from exc
 
 
-def verify_identity_adapters(spec: JobSpec) -> None:
-    """Refuse bad adapters (checksum, other base model, slot shapes) before any actor starts."""
+def verify_identity_adapters(spec: JobSpec, pack_manifest: ManifestFile | None) -> None:
+    """Refuse bad adapters (checksum, other base model, slot shapes) before any actor starts.
+
+    ``pack_manifest``: the pack's manifest as the checks read it (None for the embedded pack)."""
     from pipeline.lora import verify_adapter
     from pipeline.models.loader import pack_lora_slots
-    from pipeline.models.pack import MANIFEST, parse_manifest
 
     wanted = {n: i.adapter for n, i in spec.identities.items() if i.adapter is not None}
     if not wanted:
@@ -290,11 +296,9 @@ def verify_identity_adapters(spec: JobSpec) -> None:
     first = f"identities.{next(iter(wanted))}.adapter"
     if spec.models.execution.backend == "torch":
         raise SpecError(first, "adapters need models.execution.backend 'onnxruntime'")
-    if spec.models.pack.startswith("builtin:"):
+    if pack_manifest is None:
         raise SpecError(first, f"the embedded pack {spec.models.pack} has no LoRA slots")
-    manifest_url = storage.join(spec.models.pack, MANIFEST)
-    data = storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES)
-    slots = pack_lora_slots(parse_manifest(data, manifest_url), spec.models.pack)
+    slots = pack_lora_slots(pack_manifest.manifest, spec.models.pack)
     if slots is None:
         raise SpecError(first, f"model pack {spec.models.pack} has no LoRA slots (swapper contract.lora)")
     for adapter in wanted.values():

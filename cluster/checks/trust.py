@@ -29,6 +29,7 @@ from pipeline.errors import RecastError, SpecError
 from pipeline.store import jsonload, storage
 
 if TYPE_CHECKING:
+    from pipeline.models.pack import ManifestFile
     from pipeline.provenance.consent import FaceReference
     from pipeline.provenance.policy import Policy
 
@@ -59,6 +60,9 @@ class Authorisation:
     timestamp_url: str | None = None
     job_metadata: dict[str, str] = field(default_factory=dict)
     """Ray job metadata (``ray job submit --metadata-json``), when the driver was submitted."""
+    pack_manifest: ManifestFile | None = None
+    """The model pack's manifest as read once its folder was allowed (None: no policy, or the
+    embedded pack); the later checks and the pack's load use these bytes, never a second read."""
 
 
 def ray_job_config(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -144,8 +148,10 @@ def authorise(
         today=dt.datetime.now(dt.UTC).date(),
     )
     # The pack's folder is allowed: now its manifest and model files, each after its links.
-    for url in pack_files(spec.models.pack):
-        check_url_allowed(policy, url, "input")
+    pack_manifest = pack_manifest_of(spec.models.pack)
+    if pack_manifest is not None:
+        for url in [pack_manifest.url, *pack_manifest.model_urls(spec.models.pack)]:
+            check_url_allowed(policy, url, "input")
     hashes = picture_hashes(spec, policy)
     for name, pictures in hashes.items():
         check_pictures(policy, name, pictures)
@@ -158,6 +164,7 @@ def authorise(
         picture_sha256=hashes,
         timestamp_url=cluster_timestamp or policy.timestamp_url,
         job_metadata=metadata,
+        pack_manifest=pack_manifest,
     )
 
 
@@ -165,7 +172,7 @@ def input_urls(spec: JobSpec, shots: list[ShotRef]) -> list[str]:
     """Every URL the job reads, each as the file actually opened: shots (and every frame of a
     local sequence, whose links the policy follows), identity pictures and adapters, OCIO
     configs, the model pack's folder, the signer's key and chain.  The pack's manifest and
-    model files are added by :func:`pack_files` once its folder is allowed."""
+    model files are added by :func:`authorise` once its folder is allowed."""
     from pipeline.plates.sequence import list_frames, parse_sequence_url
 
     urls = []
@@ -188,16 +195,13 @@ def input_urls(spec: JobSpec, shots: list[ShotRef]) -> list[str]:
     return list(dict.fromkeys(u for u in urls if not u.startswith("ocio://")))
 
 
-def pack_files(pack_url: str) -> list[str]:
-    """The model pack's ``manifest.json`` and every model file it names (none for ``builtin:``)."""
+def pack_manifest_of(pack_url: str) -> ManifestFile | None:
+    """The model pack's ``manifest.json``, read once (None for the embedded ``builtin:`` pack)."""
     if pack_url.startswith("builtin:"):
-        return []
-    from pipeline.limits import MANIFEST_MAX_BYTES
-    from pipeline.models.pack import MANIFEST, parse_manifest
+        return None
+    from pipeline.models.pack import read_manifest
 
-    manifest_url = storage.join(pack_url, MANIFEST)
-    manifest = parse_manifest(storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES), manifest_url)
-    return [manifest_url, *(storage.join(pack_url, e.file) for e in manifest.models if e.file is not None)]
+    return read_manifest(pack_url)
 
 
 def check_patterns(spec: JobSpec, env: Mapping[str, str] | None = None) -> None:

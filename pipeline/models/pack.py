@@ -98,6 +98,35 @@ class ModelPack:
         return os.path.join(self.local_dir, entry.file)
 
 
+@dataclass(frozen=True)
+class ManifestFile:
+    """A remote pack's ``manifest.json`` as read once: its bytes and what they say.
+
+    The checks before Ray read it once and hand it on (policy, adapters, :func:`load_pack`), so
+    every check sees the same bytes, and the pack loaded is the one that was checked."""
+
+    url: str
+    """The manifest's own URL."""
+    data: bytes
+    manifest: PackManifest
+
+    def model_urls(self, pack_url: str) -> list[str]:
+        """The URL of every model file the manifest names."""
+        return [storage.join(pack_url, e.file) for e in self.manifest.models if e.file is not None]
+
+
+def read_manifest(pack_url: str) -> ManifestFile:
+    """Read and parse the ``manifest.json`` of the pack folder at ``pack_url`` (not ``builtin:``).
+
+    Raises :class:`ModelPackError` naming the manifest when it cannot be read or is not valid."""
+    manifest_url = storage.join(pack_url.rstrip("/"), MANIFEST)
+    try:
+        data = storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES)
+    except StorageError as exc:
+        raise ModelPackError(manifest_url, f"cannot read pack manifest: {exc.reason}") from exc
+    return ManifestFile(manifest_url, data, parse_manifest(data, manifest_url))
+
+
 def default_cache_dir() -> str:
     """Where packs are cached when no ``cache_dir`` is given."""
     return os.path.join(recast_cache_root(), "packs")
@@ -224,13 +253,14 @@ def _write_record(folder: str, manifest: PackManifest, url: str) -> None:
         json.dump({"url": redact_text(url), "sizes": sizes}, fh)  # informational: no token kept
 
 
-def _load_remote(url: str, cache: str, verified: VerifiedFiles, max_file_bytes: int) -> ModelPack:
-    manifest_url = storage.join(url, MANIFEST)
-    try:
-        data = storage.read_bytes(manifest_url, max_bytes=MANIFEST_MAX_BYTES)
-    except StorageError as exc:
-        raise ModelPackError(manifest_url, f"cannot read pack manifest: {exc.reason}") from exc
-    manifest = parse_manifest(data, manifest_url)
+def _load_remote(
+    url: str, cache: str, verified: VerifiedFiles, max_file_bytes: int, read: ManifestFile | None
+) -> ModelPack:
+    if read is None:
+        read = read_manifest(url)
+    elif read.url != storage.join(url, MANIFEST):
+        raise ValueError(f"manifest {read.url} is not the one of pack {url}")
+    data, manifest = read.data, read.manifest
     key = hashlib.sha256(url.encode() + b"\n" + data).hexdigest()[:32]
     final = os.path.join(cache, key)
     if os.path.isdir(final) and _cache_is_intact(final, manifest, verified):
@@ -317,6 +347,7 @@ def load_pack(
     *,
     verified: VerifiedFiles | None = None,
     max_file_bytes: int = MODEL_FILE_MAX_BYTES,
+    manifest: ManifestFile | None = None,
 ) -> ModelPack:
     """Fetch (once), verify and return the pack at ``url``.
 
@@ -327,7 +358,9 @@ def load_pack(
     larger than its entry's ``size`` (or ``max_file_bytes``), or a full disk.
 
     ``verified``: the caller's memo of files already hashed in this process (a fresh one
-    by default: every cached file is hashed once per call).
+    by default: every cached file is hashed once per call).  ``manifest``: the pack's
+    manifest as the caller already read it (:func:`read_manifest`), used instead of reading
+    it again.
     """
     verified = verified if verified is not None else VerifiedFiles()
     cache = os.path.abspath(os.path.expanduser(cache_dir or default_cache_dir()))
@@ -336,4 +369,4 @@ def load_pack(
         return _load_builtin(cache, verified)
     if url.startswith("builtin:"):
         raise ModelPackError(url, f"unknown embedded pack; the embedded pack is {BUILTIN_DEFAULT!r}")
-    return _load_remote(url.rstrip("/"), cache, verified, max_file_bytes)
+    return _load_remote(url.rstrip("/"), cache, verified, max_file_bytes, manifest)

@@ -10,6 +10,7 @@ in URLs, behind a backslash), symlinked folders and files, chained URLs (``simpl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -279,6 +280,32 @@ def _pack_copy(folder: Path) -> dict:
             shutil.copyfile(os.path.join(builtin.local_dir, entry["file"]), folder / entry["file"])
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return manifest
+
+
+def test_the_pack_manifest_is_read_once_before_ray(site, monkeypatch, no_ray) -> None:
+    """Under a policy, the manifest the policy allowed is the one the adapters check and the pack loads."""
+    from cluster.checks.prepare import prepare_job
+    from pipeline.store import storage
+
+    pack = site / "packs" / "studio"
+    _pack_copy(pack)
+    spec = parse_spec(
+        _with_policy(site, site_spec(site, f"{site}/outok/{{shot}}.mp4"), inputs=[str(site)])
+        | {"models": {"pack": str(pack)}},
+        base_dir=str(site),
+    )
+    real = storage.read_bytes
+    reads: list[str] = []
+
+    def counted(url: str, **kwargs):
+        if url.endswith("manifest.json"):
+            reads.append(url)
+        return real(url, **kwargs)
+
+    monkeypatch.setattr(storage, "read_bytes", counted)
+    prepared = prepare_job(spec, resume=False)
+    assert reads == [f"{pack}/manifest.json"]
+    assert prepared.keys.pack_hash == hashlib.sha256((pack / "manifest.json").read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize("linked", ["manifest", "model"])
