@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.results import SegmentResult
-from cluster.schedule.planner import ChunkRender
-from cluster.schedule.shot_run import ShotRun
+from cluster.schedule.shot_run import ChunkRender, ShotRun
 from cluster.schedule.work_queue import WorkItem
 from cluster.spec.job import JobSpec
 from cluster.state.manifest import RenderRecord

@@ -27,10 +27,10 @@ from cluster.publish.sequences import complete_sequence
 from cluster.schedule.calls import analysis_item, render_item, reused_segment, segment_record, segment_sha256
 from cluster.schedule.dispatch import Dispatcher, Elasticity, Outcome
 from cluster.schedule.observer import JobObserver, ShotSource
-from cluster.schedule.planner import ChunkRender, ShotPlanner, ShotRenders
+from cluster.schedule.planner import ShotPlanner, ShotRenders
 from cluster.schedule.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
 from cluster.schedule.shot_finish import finish_qc, measures_of, write_tracks
-from cluster.schedule.shot_run import ShotRun, log_progress
+from cluster.schedule.shot_run import ChunkRender, ShotRun, log_progress
 from cluster.state.ledger import Ledger
 from pipeline.errors import ChecksumError
 from pipeline.store import storage

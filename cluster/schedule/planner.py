@@ -17,23 +17,10 @@ from typing import Any
 import numpy as np
 
 from cluster.checks.prepare import PreparedJob
-from cluster.schedule.shot_run import ShotRun
-from cluster.state.keys import RenderKey
+from cluster.schedule.shot_run import ChunkRender, ShotRun
 from cluster.state.ledger import Ledger
-from cluster.state.manifest import RenderRecord
-from pipeline.geometry.types import Face, FaceTask
+from pipeline.geometry.types import Face
 from pipeline.passes.tracks import TrackFrame, track_frames
-from pipeline.video.chunking import Chunk
-
-
-@dataclass(frozen=True)
-class ChunkRender:
-    """One chunk's render: its face tasks, its key, and the segment an earlier run committed, if any."""
-
-    chunk: Chunk
-    tasks: list[list[FaceTask]]
-    key: RenderKey
-    committed: RenderRecord | None
 
 
 @dataclass(frozen=True)

@@ -11,17 +11,28 @@ from typing import TYPE_CHECKING, Any
 from actors.results import ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PlannedShot
 from cluster.state.keys import RenderKey
+from cluster.state.manifest import RenderRecord
 from cluster.state.segment_record import SegmentHome
-from pipeline.geometry.types import Face
+from pipeline.geometry.types import Face, FaceTask
 from pipeline.store import storage
 from pipeline.tracking.tracker import TrackerState
+from pipeline.video.chunking import Chunk
 from pipeline.video.encode import EncoderChoice
 
 if TYPE_CHECKING:
     from cluster.schedule.dispatch import Dispatcher
-    from cluster.schedule.planner import ChunkRender
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ChunkRender:
+    """One chunk's render: its face tasks, its key, and the segment an earlier run committed, if any."""
+
+    chunk: Chunk
+    tasks: list[list[FaceTask]]
+    key: RenderKey
+    committed: RenderRecord | None
 
 
 @dataclass
