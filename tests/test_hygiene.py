@@ -13,7 +13,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("pipeline", "cluster", "actors", "jobs")
-MAX_LINES = 400
+MAX_LINES = 500
+"""A module may be longer only when its docstring says why (a line with :data:`LONG_REASON`)."""
+LONG_REASON = "Longer than 500 lines because"
 MAX_TOP = 16  # modules at the top of one folder
 
 
@@ -68,13 +70,40 @@ def _imports(path: Path, name: str, known: set[str], type_checking: bool = False
     return found
 
 
-def test_no_module_is_over_400_lines() -> None:
+def _says_why_it_is_long(path: Path) -> bool:
+    """Whether the module's docstring gives a reason for its length (``Longer than 500 lines because ...``)."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(), str(path))) or ""
+    return any(
+        line.strip().startswith(LONG_REASON) and len(line.strip()) > len(LONG_REASON) + 3
+        for line in docstring.splitlines()
+    )
+
+
+def test_a_module_over_500_lines_says_why() -> None:
+    """About 500 lines at most; a longer module states why in its docstring ("Longer than 500 lines
+    because ..."): one concern that reads better whole, not a file nobody cut by concern."""
     long = {
         str(path.relative_to(ROOT)): n
         for path in _modules().values()
-        if (n := len(path.read_text().splitlines())) > MAX_LINES
+        if (n := len(path.read_text().splitlines())) > MAX_LINES and not _says_why_it_is_long(path)
     }
-    assert not long, f"modules over {MAX_LINES} lines: {long}"
+    assert not long, (
+        f"modules over {MAX_LINES} lines whose docstring does not say why "
+        f"(a line '{LONG_REASON} ...'; or cut them by concern): {long}"
+    )
+
+
+def test_the_length_rule_reads_the_reason_from_the_docstring(tmp_path: Path) -> None:
+    body = "x = 1\n" * (MAX_LINES + 1)
+    silent = tmp_path / "silent.py"
+    silent.write_text('"""A long module."""\n' + body)
+    reasoned = tmp_path / "reasoned.py"
+    reasoned.write_text(f'"""A long module.\n\n{LONG_REASON} one table reads better whole.\n"""\n' + body)
+    commented = tmp_path / "commented.py"
+    commented.write_text(f"# {LONG_REASON} a comment is not the docstring\n" + body)
+    assert not _says_why_it_is_long(silent)
+    assert _says_why_it_is_long(reasoned)
+    assert not _says_why_it_is_long(commented)
 
 
 def test_no_import_cycles() -> None:
