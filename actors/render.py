@@ -296,9 +296,19 @@ class RenderWorker(PictureEmbeddings):
             {"passes": {k: [url, size, sha] for k, (url, sha, size) in uploaded.items()}} if uploaded else {}
         )
         return self._result(
-            chunk, segment_url, (digest, nbytes, segments.written), tasks_per_frame, stages, renderer,
-            stage_before, encoder.name, started, times, extra=self._with_qc(extra, batches), reused=reused,
-        )  # fmt: skip
+            chunk,
+            segment_url,
+            (digest, nbytes, segments.written),
+            tasks_per_frame,
+            stages,
+            renderer,
+            stage_before,
+            encoder.name,
+            started,
+            times,
+            extra=self._with_qc(extra, batches),
+            reused=reused,
+        )
 
     def render_frames(
         self,
@@ -334,9 +344,18 @@ class RenderWorker(PictureEmbeddings):
         passes = {k: [(pass_urls or {})[k], [list(f) for f in v]] for k, v in files.items()}
         extra = self._with_qc({"frame_files": main} | ({"passes": passes} if passes else {}), batches)
         return self._result(
-            chunk, output_url, written, tasks_per_frame, stages, renderer, stage_before, "oiio", started, times,
+            chunk,
+            output_url,
+            written,
+            tasks_per_frame,
+            stages,
+            renderer,
+            stage_before,
+            "oiio",
+            started,
+            times,
             extra=extra,
-        )  # fmt: skip
+        )
 
     def _check_tasks(self, chunk: Chunk, tasks_per_frame: Sequence[Sequence[FaceTask]]) -> int:
         expected = chunk.end_frame - chunk.start_frame
@@ -358,9 +377,14 @@ class RenderWorker(PictureEmbeddings):
             identity = IdentityCheck(recognizer.embed_aligned, int(recognizer.crop_size), references)
         mark = FrameMarker(config.watermark, config.watermark_payload, config.review_label, info.frame_number)
         return BatchRenderer(
-            renderer, chunk, tasks_per_frame, mark=mark if marking else None,
-            mattes=bool(config.passes), qc=qc, identity=identity,
-        )  # fmt: skip
+            renderer,
+            chunk,
+            tasks_per_frame,
+            mark=mark if marking else None,
+            mattes=bool(config.passes),
+            qc=qc,
+            identity=identity,
+        )
 
     @staticmethod
     def _with_qc(extra: dict[str, Any], batches: BatchRenderer) -> dict[str, Any]:
@@ -390,10 +414,22 @@ class RenderWorker(PictureEmbeddings):
         self.chunks_done += 1
         digest, nbytes, frames = written
         return SegmentResult(
-            chunk.index, url, digest, nbytes, frames, sum(len(t) for t in tasks_per_frame), stages,
-            dict(self.models.providers), encoder, self.label, time.perf_counter() - started,
-            times.process_busy_share, extra or {}, frames if reused else 0, 0 if reused else frames,
-        )  # fmt: skip
+            chunk.index,
+            url,
+            digest,
+            nbytes,
+            frames,
+            sum(len(t) for t in tasks_per_frame),
+            stages,
+            dict(self.models.providers),
+            encoder,
+            self.label,
+            time.perf_counter() - started,
+            times.process_busy_share,
+            extra or {},
+            frames if reused else 0,
+            0 if reused else frames,
+        )
 
 
 RenderActor = ray.remote(RenderWorker)

@@ -26,9 +26,19 @@ from pipeline.thumbnails import Thumb
 RUNNING_REFRESH_SECONDS = 30
 
 STAGE_COLOURS = (
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
-    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295",
-)  # fmt: skip
+    "#4e79a7",
+    "#f28e2b",
+    "#59a14f",
+    "#e15759",
+    "#76b7b2",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+    "#86bcb6",
+    "#d37295",
+)
 # The page may use only itself: inline styles, data: images; no script, no network.
 CSP_META = (
     '<meta http-equiv="Content-Security-Policy" '

@@ -171,8 +171,12 @@ class JobLoop:
                 # Maybe transient (a storage hiccup); a deterministic failure fails again, and then the shot.
                 logger.warning(
                     "%s of %s chunk %d failed (attempt %d): %s; trying again",
-                    item.kind, item.shot, item.chunk, item.attempts, error,
-                )  # fmt: skip
+                    item.kind,
+                    item.shot,
+                    item.chunk,
+                    item.attempts,
+                    error,
+                )
                 self.dispatcher.submit(item)
                 self.observer.retried(item)
                 return
