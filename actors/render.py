@@ -39,7 +39,7 @@ from actors.marking import FrameMarker
 from actors.output import redact_actor_output
 from actors.plates import PlateFrames, frames_writer
 from actors.rendering import BatchRenderer, IdentityCheck
-from actors.results import ChunkAnalysis, SegmentResult, analysis_stages
+from actors.results import ActorInfo, ChunkAnalysis, PackInfo, SegmentResult, analysis_stages
 from actors.segments import ChunkSegments
 from pipeline.configbase import Frozen
 from pipeline.errors import RecastError, SpecError
@@ -173,30 +173,28 @@ class RenderWorker(PictureEmbeddings):
         if self.setup_error is not None:
             raise self.setup_error
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> ActorInfo:
         """Who this actor is and what it actually runs on (raises any set-up error)."""
         self._ready()
         import av
 
         wanted = ("h264_nvenc", "hevc_nvenc", "libx264", "libx265", "prores_ks")
-        return {
-            "label": self.label,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "providers": dict(self.models.providers),
-            "warnings": list(self.models.warnings) + (self.decoder.warnings if self.decoder else []),
-            "nvdec": self.decoder is not None and self.decoder.nvdec_ready,
-            "pack": {
-                "url": self.config.pack_url,
-                "name": self.models.pack.manifest.name,
-                "hash": self.models.pack.hash,
-            },
-            "identities": sorted(self.identities),
-            "encoders_built_in": [name for name in wanted if name in av.codecs_available],
-            "setup_seconds": self.setup_seconds,
-            "models_id": id(self.models),  # the same object for the actor's whole life
-            "chunks_done": self.chunks_done,
-        }
+        return ActorInfo(
+            label=self.label,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            providers=dict(self.models.providers),
+            warnings=(*self.models.warnings, *(self.decoder.warnings if self.decoder else [])),
+            nvdec=self.decoder is not None and self.decoder.nvdec_ready,
+            pack=PackInfo(
+                url=self.config.pack_url, name=self.models.pack.manifest.name, hash=self.models.pack.hash
+            ),
+            identities=tuple(sorted(self.identities)),
+            encoders_built_in=tuple(name for name in wanted if name in av.codecs_available),
+            setup_seconds=self.setup_seconds,
+            models_id=id(self.models),  # the same object for the actor's whole life
+            chunks_done=self.chunks_done,
+        )
 
     def identity_embeddings(self) -> dict[str, np.ndarray]:
         """Recognizer-space embedding of every identity (the driver's tracking needs them)."""

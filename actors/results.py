@@ -1,7 +1,8 @@
-"""What render actors return to the driver: small, picklable results of one chunk."""
+"""What render actors return to the driver: who they are, and small, picklable results of one chunk."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,50 @@ def analysis_stages(times: StageTimes, before: dict[str, float], after: dict[str
         **parts,
         "analysis.bookkeeping": bookkeeping,
     }
+
+
+@dataclass(frozen=True)
+class PackInfo:
+    """The model pack an actor loaded."""
+
+    url: str
+    name: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class ActorInfo:
+    """Who a render actor is and what it actually runs on (``RenderWorker.info()``).
+
+    In the job summary as :meth:`to_dict` (``actor_info``)."""
+
+    label: str
+    host: str
+    pid: int
+    providers: dict[str, list[str]]
+    """Model role -> the execution providers its session runs on, in order."""
+    warnings: tuple[str, ...]
+    nvdec: bool
+    """True when the actor decodes with NVDEC."""
+    pack: PackInfo
+    identities: tuple[str, ...]
+    encoders_built_in: tuple[str, ...]
+    """The encoders of interest its PyAV has (NVENC, x264, x265, ProRes)."""
+    setup_seconds: float
+    models_id: int
+    """``id()`` of its model sessions: the same for the actor's whole life."""
+    chunks_done: int
+    node_id: str | None = None
+    """The Ray node it was placed on (set by the driver's set-up probe; None: not asked)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary's record of the actor (``node_id`` only when known)."""
+        out = dataclasses.asdict(self)
+        for key in ("warnings", "identities", "encoders_built_in"):
+            out[key] = list(out[key])
+        if self.node_id is None:
+            del out["node_id"]
+        return out
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from actors.results import ActorInfo
+
 ShotStatus = Literal["pending", "published", "skipped", "failed"]
 
 
@@ -108,7 +110,7 @@ class JobSummary:
     work_url: str
     shots: list[ShotSummary]
     actors: int = 0
-    actor_info: list[dict[str, Any]] = field(default_factory=list)
+    actor_info: list[ActorInfo] = field(default_factory=list)
     wall_seconds: float = 0.0
     setup_seconds: float = 0.0
     """From the start of the driver to warm actors (pack loaded, identities embedded)."""
@@ -164,7 +166,7 @@ class JobSummary:
             "warnings": self.warnings,
             "failures": self.failures,
             "lease": self.lease,
-            "actor_info": self.actor_info,
+            "actor_info": [a.to_dict() for a in self.actor_info],
             "shots": [s.to_dict() for s in self.shots],
         }
 

@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from actors.results import ChunkAnalysis, SegmentResult
+from actors.results import ActorInfo, ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
 from cluster.report.build import actor_busy_ratios, build_report, write_report
 from cluster.report.metrics import JobMetrics
@@ -111,13 +111,13 @@ class JobObserver:
         return time.perf_counter() - self.started
 
     # -- set-up
-    def actors_ready(self, infos: list[dict[str, Any]], actors: int) -> None:
+    def actors_ready(self, infos: list[ActorInfo], actors: int) -> None:
         summary = self.summary
         summary.actor_info = infos
         summary.actors = actors
         summary.setup_seconds = self.elapsed()
         for info in infos:
-            summary.warnings.extend(w for w in info.get("warnings", []) if w not in summary.warnings)
+            summary.warnings.extend(w for w in info.warnings if w not in summary.warnings)
 
     def warn(self, warnings: list[str]) -> None:
         self.summary.warnings.extend(warnings)
@@ -127,7 +127,7 @@ class JobObserver:
         self.shots[shot].encoder = encoder
         self.shots[shot].colour = colour.as_dict() if colour is not None else None
 
-    def actors_joined(self, infos: list[dict[str, Any]]) -> None:
+    def actors_joined(self, infos: list[ActorInfo]) -> None:
         """Actors that became ready after the warm-up (e.g. on new nodes)."""
         self.summary.actor_info.extend(infos)
 
