@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from actors.results import ActorInfo
+from actors.results import ActorInfo, ChunkWatermark
 
 ShotStatus = Literal["pending", "published", "skipped", "failed"]
 
@@ -76,11 +76,11 @@ class ShotSummary:
             name = f"{prefix}{key}"
             self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + float(value)
 
-    def add_watermark(self, chunk: dict[str, Any] | None) -> None:
+    def add_watermark(self, chunk: ChunkWatermark | None) -> None:
         """Add a chunk's watermark record (``FrameMarker.record()``; None: the job has no watermark)."""
         if chunk is None:
             return
-        runs = sorted([list(r) for r in chunk["frames"]] + (self.watermark or {}).get("frame_ranges", []))
+        runs = sorted([list(r) for r in chunk.frames] + (self.watermark or {}).get("frame_ranges", []))
         merged: list[list[int]] = []
         for first, last in runs:
             if merged and first <= merged[-1][1] + 1:
@@ -88,8 +88,8 @@ class ShotSummary:
             else:
                 merged.append([first, last])
         self.watermark = {
-            "payload": chunk["payload"],
-            "step": chunk["step"],
+            "payload": chunk.payload,
+            "step": chunk.step,
             "frames_marked": sum(last - first + 1 for first, last in merged),
             "frame_ranges": merged,
         }

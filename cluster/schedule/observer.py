@@ -218,7 +218,7 @@ class JobObserver:
         summary.frames_rendered += result.frames
         summary.frames_decoded += result.frames_decoded
         summary.frames_reused += result.frames_reused
-        summary.add_watermark(result.extra.get("watermark"))
+        summary.add_watermark(result.watermark)
         for role, providers in result.providers.items():
             summary.providers.setdefault(role, list(providers))
         self.metrics.chunk_done(shot, call_seconds, frames, result.faces_swapped, result.stage_seconds)

@@ -13,9 +13,7 @@ from pipeline.store import storage
 
 def measures_of(run: ShotRun) -> list[FaceMeasure]:
     """Every QC measure the actors took of the shot's faces (chunk by chunk, as recorded)."""
-    return [
-        FaceMeasure.from_dict(d) for c in run.shot.renders for d in run.segments[c.index].extra.get("qc", ())
-    ]
+    return [m for c in run.shot.renders for m in run.segments[c.index].qc]
 
 
 def finish_qc(run: ShotRun, measures: list[FaceMeasure], config: QcConfig) -> Any:

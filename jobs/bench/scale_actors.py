@@ -110,6 +110,7 @@ class SimulatedHostWorker:
         info: VideoInfo,
         chunk: Chunk,
         tasks: list,
+        *,
         encoder: Any,
         segment_url: str,
         faces: Any = None,
@@ -147,8 +148,8 @@ class _Method:
     def __init__(self, host: Any, name: str, prefix: tuple[Any, ...]) -> None:
         self._host, self._name, self._prefix = host, name, prefix
 
-    def remote(self, *args: Any) -> Any:
-        return getattr(self._host, self._name).remote(*self._prefix, *args)
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._host, self._name).remote(*self._prefix, *args, **kwargs)
 
 
 class SimulatedActorHandle:

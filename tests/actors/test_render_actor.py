@@ -74,8 +74,8 @@ def test_actor_analyzes_and_renders_chunks(ray_s3, s3_bucket, tmp_path) -> None:
                 info,
                 c,
                 face_plan.for_range(c.start_frame, c.end_frame),
-                encoder,
-                f"{s3_bucket}/work/seg{c.index}.{encoder.container}",
+                encoder=encoder,
+                segment_url=f"{s3_bucket}/work/seg{c.index}.{encoder.container}",
             )
             for c in plan.chunks
         ]

@@ -4,11 +4,13 @@ summed per shot in the summary, and shown in the report's provenance block."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import numpy as np
 
 from actors.marking import FrameMarker, frame_ranges
+from actors.results import ChunkWatermark
 from cluster.report.data import report_data
 from cluster.report.html import render_html
 from cluster.report.summary import JobSummary, ShotSummary
@@ -43,11 +45,9 @@ def test_marker_records_the_frames_it_marked() -> None:
     ]
     assert detect(outs[0], [big.box], config)[0] == PAYLOAD
     assert all((out == frame).all() for out in outs[2:4])
-    assert marker.record() == {
-        "payload": f"{PAYLOAD:08x}",
-        "step": 40.0,
-        "frames": [[1010, 1011], [1014, 1014]],
-    }
+    assert marker.record() == ChunkWatermark(
+        payload=f"{PAYLOAD:08x}", step=40.0, frames=((1010, 1011), (1014, 1014))
+    )
     # No watermark configured: nothing recorded, the label alone is drawn.
     labelled = FrameMarker(None, None, True, int)
     assert labelled.record() is None and not (labelled(0, frame, [big]) == frame).all()
@@ -58,8 +58,8 @@ def test_summary_merges_chunks_in_any_order_and_the_report_shows_them() -> None:
     shot.add_watermark(None)
     assert shot.watermark is None
     step, hexed = 32.0, f"{PAYLOAD:08x}"
-    for frames in ([[100, 149]], [[0, 40], [45, 99]], [[150, 160], [170, 199]]):
-        shot.add_watermark({"payload": hexed, "step": step, "frames": frames})
+    for frames in (((100, 149),), ((0, 40), (45, 99)), ((150, 160), (170, 199))):
+        shot.add_watermark(ChunkWatermark(payload=hexed, step=step, frames=frames))
     assert shot.watermark == {
         "payload": hexed,
         "step": step,
@@ -84,15 +84,25 @@ def test_manifest_keeps_the_chunk_record(tmp_path) -> None:
     segment = folder / "seg-00000.mp4"
     segment.write_bytes(b"x" * 10)
     digest = hashlib.sha256(b"x" * 10).hexdigest()
-    mark = {"payload": f"{PAYLOAD:08x}", "step": 32.0, "frames": [[0, 23]]}
+    mark = ChunkWatermark(payload=f"{PAYLOAD:08x}", step=32.0, frames=((0, 23),))
     result = SegmentResult(
-        0, str(segment), digest, 10, 24, 24, {}, {}, "libx264", "a0", 1.0, extra={"watermark": mark}
+        chunk_index=0,
+        url=str(segment),
+        sha256=digest,
+        bytes=10,
+        frames=24,
+        faces_swapped=24,
+        stage_seconds={},
+        providers={},
+        encoder="libx264",
+        actor="a0",
+        wall_seconds=1.0,
+        watermark=mark,
     )
     manifest = JobManifest(os.fspath(tmp_path / "work"))
     manifest.write_render("plate", segment_record(result, "key-0"))
+    stored = json.loads((tmp_path / "work" / "manifest" / "plate" / "render-00000.json").read_text())
+    assert stored["watermark"] == {"payload": f"{PAYLOAD:08x}", "step": 32.0, "frames": [[0, 23]]}
     record = manifest.read_render("plate", 0, "key-0", SegmentHome(folder=str(folder)))
     assert record is not None and record.watermark == mark
-    assert (
-        reused_segment(record, EncoderChoice("libx264", "yuv420p", {}, False, "mp4")).extra["watermark"]
-        == mark
-    )
+    assert reused_segment(record, EncoderChoice("libx264", "yuv420p", {}, False, "mp4")).watermark == mark
