@@ -50,7 +50,7 @@ Digests = Mapping[str, str]
 
 
 class MergeFn(Protocol):
-    """(segment URLs, source probe, output URL, audio source URL, signing, delivered frames,
+    """(segment URLs, source probe, output URL, audio source URL, signing; delivered frames,
     segment sha256s) -> Published.
 
     ``overwrite=False``: publish only if the output is absent (never replace it).
@@ -63,9 +63,9 @@ class MergeFn(Protocol):
         output_url: str,
         audio_url: str,
         signing: Signing | None,
+        *,
         window: Window | None = None,
         segment_sha256: Digests | None = None,
-        *,
         overwrite: bool = True,
     ) -> Published: ...
 
@@ -76,9 +76,9 @@ def merge_and_publish(
     output_url: str,
     audio_url: str,
     signing: Signing | None = None,
+    *,
     window: Window | None = None,
     segment_sha256: Digests | None = None,
-    *,
     overwrite: bool = True,
 ) -> Published:
     """Merge into a local file, sign it if asked, checksum it, then publish it atomically.
@@ -150,6 +150,7 @@ class Publisher:
         output_url: str,
         audio_url: str,
         signing: Signing | None,
+        *,
         window: Window | None = None,
         passes: dict[str, tuple[list[str], str]] | None = None,
         sha256: Digests | None = None,
@@ -157,7 +158,15 @@ class Publisher:
         """Merge and publish the output, then each pass (pass -> (its segment URLs, its URL)); ``sha256``:
         every segment's and pass segment's recorded sha256 (checked as each is fetched)."""
         return self._pool.submit(
-            self._merge_all, segment_urls, info, output_url, audio_url, signing, window, passes or {}, sha256
+            self._merge_all,
+            segment_urls,
+            info,
+            output_url,
+            audio_url,
+            signing,
+            window=window,
+            passes=passes or {},
+            sha256=sha256,
         )
 
     def _merge_all(
@@ -167,6 +176,7 @@ class Publisher:
         output_url: str,
         audio_url: str,
         signing: Signing | None,
+        *,
         window: Window | None,
         passes: dict[str, tuple[list[str], str]],
         sha256: Digests | None,
@@ -176,7 +186,14 @@ class Publisher:
         overwrite = self._if_exists == "overwrite"
         try:
             published = self._merge(
-                segment_urls, info, output_url, audio_url, signing, window, sha256, overwrite=overwrite
+                segment_urls,
+                info,
+                output_url,
+                audio_url,
+                signing,
+                window=window,
+                segment_sha256=sha256,
+                overwrite=overwrite,
             )
             if not passes:
                 return published
@@ -188,7 +205,14 @@ class Publisher:
                     title = url.rsplit("/", 1)[-1]
                     pass_signing = (signing[0].model_copy(update={"title": title}), signing[1])
                 done[name] = merge_and_publish(
-                    urls, info, url, "", pass_signing, window, sha256, overwrite=overwrite
+                    urls,
+                    info,
+                    url,
+                    "",
+                    pass_signing,
+                    window=window,
+                    segment_sha256=sha256,
+                    overwrite=overwrite,
                 )
         except StorageError as exc:
             if exc.reason != storage.ALREADY_EXISTS:

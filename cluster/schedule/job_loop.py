@@ -311,9 +311,9 @@ class JobLoop:
             ref.output_url,
             ref.url,
             self.provenance.signing(ref.output_url),
-            window,
-            {name: ([s.passes[name].url for s in segments], pass_urls[name]) for name in layers},
-            segment_sha256(segments),
+            window=window,
+            passes={name: ([s.passes[name].url for s in segments], pass_urls[name]) for name in layers},
+            sha256=segment_sha256(segments),
         )
 
     def _finish_merge(self, run: ShotRun, future: Future[Published]) -> None:

@@ -90,7 +90,17 @@ class ShotPlanner:
         if "tracks" in shot.pass_urls:
             parts = {t: summary.parts or (t,) for t, summary in face_plan.tracks.items()}
             identities = {t: summary.identity for t, summary in face_plan.tracks.items()}
-            records = list(track_frames(numbers, faces, track_ids, face_plan.tasks, parts, identities, {}))
+            records = list(
+                track_frames(
+                    numbers,
+                    faces,
+                    track_ids,
+                    face_plan.tasks,
+                    parts=parts,
+                    identities=identities,
+                    similarity={},
+                )
+            )
         qc = self._plan_qc(run, numbers, faces, track_ids, face_plan) if spec.qc.enabled else None
         frames_url = shot.ref.output_url if shot.is_sequence else None
         chunks = []

@@ -150,9 +150,9 @@ def simulated_merge(
     output_url: str,
     audio_url: str,
     signing: Any,
+    *,
     window: Any = None,
     segment_sha256: Any = None,
-    *,
     overwrite: bool = True,
 ) -> Any:
     """Publishes a stand-in output atomically: what the driver does around a merge, without the merge."""
