@@ -12,7 +12,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.results import ActorInfo, ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
@@ -28,6 +28,9 @@ from pipeline.qc.config import QcConfig
 from pipeline.store import storage
 from pipeline.store.redact import redact
 from pipeline.video.probe import VideoInfo
+
+if TYPE_CHECKING:
+    from pipeline.qc.analyze import ShotQC
 
 QC_THUMBNAILS = 12
 """Flagged frames (the most severe first) that get before/after thumbnails in the report."""
@@ -260,13 +263,13 @@ class JobObserver:
                 self.summary.warnings.append(f"thumbnails of {source.name}: {exc}")
         self.progress.shot_done(source.name)
 
-    def shot_qc(self, shot: str, qc: Any, config: QcConfig) -> None:
+    def shot_qc(self, shot: str, qc: ShotQC | None, config: QcConfig) -> None:
         """Record the shot's QC: numbers and review list in the summary, flagged frames in the metrics,
         the flagged frames among the thumbnails, and the reasons that fail the shot (``qc.fail_on``)."""
         if qc is None:
             return
         summary = self.shots[shot]
-        summary.qc = qc.to_dict()
+        summary.qc = qc
         summary.qc_failed = qc.failed(config)
         frames: dict[str, int] = {}
         for flag in qc.flags:
@@ -302,7 +305,7 @@ class JobObserver:
             self._reporting.result()
             self._reporting = None
         snapshot = (
-            redact(self.summary.to_dict()),
+            self.summary.redacted(),  # a copy: the report is built on a thread while the job goes on
             list(self.timeline),
             dict(self.thumbs),
             dict(self.shot_retries),

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cluster.schedule.shot_run import ShotRun
 from pipeline.qc.config import QcConfig
 from pipeline.qc.records import FaceMeasure
 from pipeline.store import storage
+
+if TYPE_CHECKING:
+    from pipeline.qc.analyze import ShotQC
 
 
 def measures_of(run: ShotRun) -> list[FaceMeasure]:
@@ -16,7 +19,7 @@ def measures_of(run: ShotRun) -> list[FaceMeasure]:
     return [m for c in run.shot.renders for m in run.segments[c.index].qc]
 
 
-def finish_qc(run: ShotRun, measures: list[FaceMeasure], config: QcConfig) -> Any:
+def finish_qc(run: ShotRun, measures: list[FaceMeasure], config: QcConfig) -> ShotQC | None:
     """The shot's :class:`~pipeline.qc.analyze.ShotQC` (None when QC is off)."""
     if run.qc_plan is None:
         return None

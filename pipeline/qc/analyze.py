@@ -10,6 +10,7 @@ the result as a :class:`ShotQC` (plain data, JSON through ``to_dict``).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,16 +53,20 @@ class QcSeries:
     flicker: list[float | None]
     seam: list[float | None]
 
+    def reported(self) -> QcSeries:
+        """These series as the summary and the report give them: measures to :data:`DIGITS` decimals."""
+        return QcSeries(
+            numbers=list(self.numbers),
+            similarity_after=_rounded(self.similarity_after),
+            similarity_before=_rounded(self.similarity_before),
+            coverage={k: list(v) for k, v in self.coverage.items()},
+            jitter=_rounded(self.jitter),
+            flicker=_rounded(self.flicker),
+            seam=_rounded(self.seam),
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "numbers": list(self.numbers),
-            "similarity_after": _rounded(self.similarity_after),
-            "similarity_before": _rounded(self.similarity_before),
-            "coverage": {k: list(v) for k, v in self.coverage.items()},
-            "jitter": _rounded(self.jitter),
-            "flicker": _rounded(self.flicker),
-            "seam": _rounded(self.seam),
-        }
+        return dataclasses.asdict(self.reported())
 
 
 @dataclass(frozen=True)

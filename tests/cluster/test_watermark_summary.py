@@ -13,7 +13,7 @@ from actors.marking import FrameMarker, frame_ranges
 from actors.results import ChunkWatermark
 from cluster.report.data import report_data
 from cluster.report.html import render_html
-from cluster.report.summary import JobSummary, ShotSummary
+from cluster.report.summary import JobSummary, ShotSummary, WatermarkSummary
 from cluster.schedule.calls import reused_segment, segment_record
 from cluster.state.manifest import JobManifest, SegmentHome
 from pipeline.geometry.types import FaceTask
@@ -60,20 +60,22 @@ def test_summary_merges_chunks_in_any_order_and_the_report_shows_them() -> None:
     step, hexed = 32.0, f"{PAYLOAD:08x}"
     for frames in (((100, 149),), ((0, 40), (45, 99)), ((150, 160), (170, 199))):
         shot.add_watermark(ChunkWatermark(payload=hexed, step=step, frames=frames))
-    assert shot.watermark == {
+    assert shot.watermark == WatermarkSummary(
+        payload=hexed, step=step, frames_marked=41 + 116 + 30, frame_ranges=((0, 40), (45, 160), (170, 199))
+    )
+    summary = JobSummary("job-7", "/work", [shot, ShotSummary("other", "b.mp4", "b-out.mp4")])
+    assert summary.to_dict()["shots"][0]["watermark"] == {
         "payload": hexed,
         "step": step,
-        "frames_marked": 41 + 116 + 30,
+        "frames_marked": 187,
         "frame_ranges": [[0, 40], [45, 160], [170, 199]],
     }
-    summary = JobSummary("job-7", "/work", [shot, ShotSummary("other", "b.mp4", "b-out.mp4")])
-    assert summary.to_dict()["shots"][0]["watermark"]["frames_marked"] == 187
     assert "watermark " + hexed + " (step 32): 187 frames marked" in summary.table()
-    page = render_html(report_data(summary.to_dict()), {})
+    page = render_html(report_data(summary), {})
     block = page[page.index('id="provenance"') :]
     assert hexed in block and "187 of 300" in block and "0–40, 45–160, 170–199" in block
     # No watermarked shot: no provenance block.
-    assert 'id="provenance"' not in render_html(report_data(JobSummary("j", "/w", []).to_dict()), {})
+    assert 'id="provenance"' not in render_html(report_data(JobSummary("j", "/w", [])), {})
 
 
 def test_manifest_keeps_the_chunk_record(tmp_path) -> None:
