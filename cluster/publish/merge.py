@@ -44,6 +44,9 @@ class Published:
     """Compositing passes published with the output."""
 
 
+NO_AUDIO = ""
+"""The audio source URL of a merge whose output carries no audio (a compositing pass)."""
+
 Window = tuple[int, int]
 Digests = Mapping[str, str]
 """Segment URL -> its recorded sha256."""
@@ -208,7 +211,7 @@ class Publisher:
                     urls,
                     info,
                     url,
-                    "",
+                    NO_AUDIO,
                     pass_signing,
                     window=window,
                     segment_sha256=sha256,
