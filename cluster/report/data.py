@@ -113,7 +113,7 @@ class JobReport:
             "schema": REPORT_SCHEMA,
             "generated_at": self.generated_at,
             "running": self.running,
-            "job": {k: v for k, v in self.summary.to_dict().items() if k != "shots"},
+            "job": self.summary.job_dict(),
             "stage_seconds": self.stage_seconds,
             "retries": self.retries,
             "shots": [s.to_dict() for s in self.shots],

@@ -189,6 +189,10 @@ class JobSummary:
         return _redacted(self)
 
     def to_dict(self) -> dict[str, Any]:
+        return {**self.job_dict(), "shots": [s.to_dict() for s in self.shots]}
+
+    def job_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` without ``shots`` (the job's own figures: the report's ``job``)."""
         return {
             "job_id": self.job_id,
             "ok": self.ok,
@@ -207,7 +211,6 @@ class JobSummary:
             "failures": self.failures,
             "lease": self.lease,
             "actor_info": [a.to_dict() for a in self.actor_info],
-            "shots": [s.to_dict() for s in self.shots],
         }
 
     def table(self) -> str:

@@ -12,11 +12,13 @@ import cv2
 import numpy as np
 import pytest
 
+from actors.results import ActorInfo, ChunkWatermark, PackInfo
 from cluster.report.build import actor_busy_ratios, build_report, write_report
 from cluster.report.summary import JobSummary, ShotSummary
 from pipeline.errors import MediaError
 from pipeline.qc.analyze import ShotQC
 from pipeline.store import storage
+from pipeline.store.redact import redact
 from pipeline.thumbnails import Thumb, boundary_frames, thumbnails
 from pipeline.video.chunking import Chunk, ChunkPlan
 from pipeline.video.decode import decode_range
@@ -183,6 +185,43 @@ TIMELINE = [
     {"actor": "a0", "shot": "sc010", "chunk": 1, "kind": "render", "start": 6.9, "end": 8.8, "attempt": 2},
     {"actor": "a1", "shot": "sc010", "chunk": 2, "kind": "render", "start": 7.0, "end": 8.5},
 ]
+
+
+def test_the_report_reads_a_redacted_copy_of_the_summary() -> None:
+    """``JobSummary.redacted()`` is what the report thread reads: a copy whose ``to_dict()`` is the
+    summary's redacted the way summary.json is, typed parts (actor info, QC, watermark) included."""
+    secret = "s3://AKIAIOSFODNN7EXAMPLE:pw@bucket/plates/a.mov"
+    summary = _summary("out.mp4")
+    summary.shots[0].url = secret
+    summary.shots[0].qc = _shot_qc()
+    summary.shots[0].add_watermark(ChunkWatermark(payload="0badf00d", step=32.0, frames=((0, 4), (6, 9))))
+    summary.actor_info.append(
+        ActorInfo(
+            label="actor-0",
+            host="h",
+            pid=1,
+            providers={"swapper": ["CPUExecutionProvider"]},
+            warnings=(f"could not read {secret}",),
+            nvdec=False,
+            pack=PackInfo(url="builtin:default", name="default", hash="0" * 64),
+            identities=("hero",),
+            encoders_built_in=("libx264",),
+            setup_seconds=1.0,
+            models_id=5,
+            chunks_done=0,
+            node_id="n0",
+        )
+    )
+    copy = summary.redacted()
+    assert copy.to_dict() == redact(summary.to_dict())
+    assert "AKIAIOSFODNN7EXAMPLE" not in json.dumps(copy.to_dict()) and summary.shots[0].url == secret
+    info = copy.to_dict()["actor_info"][0]
+    assert list(info)[-1] == "node_id" and info["pack"] == {
+        "url": "builtin:default",
+        "name": "default",
+        "hash": "0" * 64,
+    }
+    assert copy.to_dict()["shots"][0]["watermark"]["frame_ranges"] == [[0, 4], [6, 9]]
 
 
 def test_report_json_collects_warnings_retries_and_stages(rendered: tuple[str, str, VideoInfo]) -> None:
