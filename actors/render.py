@@ -282,9 +282,9 @@ class RenderWorker(PictureEmbeddings):
                     batch_size=self.config.faces.batch_size,
                     queue_batches=self.config.queue_batches,
                 )
-            if segments.written != chunk.frame_count:
+            if (written := segments.written) != chunk.frame_count:
                 raise RecastError(
-                    f"{shot_url}: chunk {chunk.index} wrote {segments.written} frames, expected {chunk.frame_count}"
+                    f"{shot_url}: chunk {chunk.index} wrote {written} frames, expected {chunk.frame_count}"
                 )
             encode_close_done = time.perf_counter()
             uploaded = segments.upload(segment_url)

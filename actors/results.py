@@ -150,7 +150,7 @@ class SegmentResult:
     url: str
     """The segment (video), or the output's frame pattern (image sequence)."""
     sha256: str
-    """The segment's (video), or that of the frame listing (image sequence: ``"<number> <sha256>\\n"`` lines)."""
+    """The segment's (video), or the frame listing's (image sequence: ``"<number> <sha256>\\n"`` lines)."""
     bytes: int
     frames: int
     faces_swapped: int

@@ -46,7 +46,7 @@ def pass_encoder(info: VideoInfo, colour: ColourTags | None = None) -> tuple[Vid
 
 @dataclass(frozen=True)
 class UploadedSegments:
-    """What :meth:`ChunkSegments.upload` uploaded: the output's segment (its sha256 and size) and each pass's."""
+    """What :meth:`ChunkSegments.upload` uploaded: the output's segment (sha256 and size) and each pass's."""
 
     sha256: str
     bytes: int

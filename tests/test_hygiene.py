@@ -73,7 +73,7 @@ def _imports(path: Path, name: str, known: set[str], type_checking: bool = False
 
 
 def _says_why_it_is_long(path: Path) -> bool:
-    """Whether the module's docstring gives a reason for its length (``Longer than 500 lines because ...``)."""
+    """Whether the module's docstring says why it is long (``Longer than 500 lines because ...``)."""
     docstring = ast.get_docstring(ast.parse(path.read_text(), str(path))) or ""
     return any(
         line.strip().startswith(LONG_REASON) and len(line.strip()) > len(LONG_REASON) + 3

@@ -89,7 +89,7 @@ class ShotSummary:
     reused: bool = False
     """True when the published output of an earlier run of the same job was kept as it is."""
     qc: ShotQC | None = None
-    """The frames a supervisor should look at (None: QC did not run); ``summary.json`` has its ``to_dict()``."""
+    """The frames a supervisor should look at (None: QC did not run); summary.json has its ``to_dict()``."""
     qc_failed: list[str] = field(default_factory=list)
     """QC reasons of ``qc.fail_on`` found in this shot: the job exits 1, the outputs stay published."""
     watermark: WatermarkSummary | None = None

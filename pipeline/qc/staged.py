@@ -30,7 +30,7 @@ class PlanQC:
 
 
 def plan_checks(inputs: ShotQCInputs, config: QcConfig) -> PlanQC:
-    """The planning stage: the checks that need the detections' embeddings, and the inputs kept without them."""
+    """The planning stage: the checks that need the detections' embeddings; the inputs kept without them."""
     early = analyze_shot(inputs, [], config)
     lean = dataclasses.replace(
         inputs,
