@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
+from actors.results import ChunkWatermark
 from pipeline.geometry.types import FaceTask
 from pipeline.provenance.config import WatermarkConfig
 
@@ -52,12 +53,12 @@ class FrameMarker:
             rgb = label(rgb)
         return rgb
 
-    def record(self) -> dict[str, Any] | None:
+    def record(self) -> ChunkWatermark | None:
         """What the chunk's watermark was: payload, step and the marked frames' runs (None: no watermark)."""
         if self.watermark is None or self.payload is None:
             return None
-        return {
-            "payload": f"{self.payload:08x}",
-            "step": self.watermark.step,
-            "frames": frame_ranges(self.marked),
-        }
+        return ChunkWatermark(
+            payload=f"{self.payload:08x}",
+            step=self.watermark.step,
+            frames=tuple((first, last) for first, last in frame_ranges(self.marked)),
+        )

@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 
 from actors.rendering import Rendered
+from actors.results import FrameFile
 from pipeline.errors import RecastError
 from pipeline.stages import OrderedPool, StageTimes, run_stages
 from pipeline.video.chunking import Chunk
@@ -24,8 +26,27 @@ from pipeline.video.decode import Frame
 from pipeline.video.encode import EncoderChoice
 from pipeline.video.probe import VideoInfo
 
-FrameFile = tuple[int, str, int]
-"""(frame number, sha256, bytes) of one frame written."""
+
+@dataclass(frozen=True)
+class WrittenFrames:
+    """What :meth:`PlateFrames.render` wrote of one chunk, and how long each stage took."""
+
+    frames: tuple[FrameFile, ...]
+    """The output's frames, in order."""
+    passes: dict[str, tuple[FrameFile, ...]]
+    """The matte and face passes' frames, by pass."""
+    stages: dict[str, float]
+    """``read``, ``render`` and ``write`` seconds."""
+    times: StageTimes
+
+    @property
+    def listing_sha256(self) -> str:
+        """sha256 of the output's frame listing (``"<number> <sha256>\\n"`` per frame)."""
+        return hashlib.sha256("".join(f"{n} {h}\n" for n, h, _ in self.frames).encode()).hexdigest()
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.frames)
 
 
 def frames_writer(info: VideoInfo) -> EncoderChoice:
@@ -72,16 +93,15 @@ class PlateFrames:
         chunk: Chunk,
         frames: Iterator[Frame],
         batches: Callable[[list[Frame]], list[Rendered]],
+        *,
         output_url: str,
         compression: str | None,
         pass_urls: Mapping[str, str],
-        *,
         batch_size: int,
         queue_batches: int,
-    ) -> tuple[tuple[str, int, int], dict[str, float], StageTimes, dict[str, list[FrameFile]]]:
-        """Render ``frames`` and write each one, and its matte and face pass frames when asked
-        (``pass_urls``: pass -> frame pattern); ((sha256 of the list, bytes, frames), stage seconds,
-        stage times, frames written by kind: ``""`` the output's, else the pass's)."""
+    ) -> WrittenFrames:
+        """Render ``frames`` and write each one to ``output_url``'s frame name, and its matte and face
+        pass frames when asked (``pass_urls``: pass -> frame pattern)."""
         import time
 
         from pipeline.plates.frames import PlateFrame, frame_compression, merge_back, write_plate
@@ -93,17 +113,15 @@ class PlateFrames:
             name: parse_sequence_url(url) for name, url in pass_urls.items() if name in ("matte", "face")
         }
 
-        def write(item: Rendered) -> dict[str, FrameFile]:
+        def write(item: Rendered) -> tuple[FrameFile, dict[str, FrameFile]]:
             frame = cast(PlateFrame, item.frame)
             pixels = frame.pixels if item.out is None else merge_back(frame, item.out, converter)
             own = frame_compression(frame.spec.getattribute("compression"), compression)
             sha, size = write_plate(output.frame_url(frame.pts), pixels, frame.spec, compression=own)
-            files = {"": (frame.pts, sha, size)}
-            if layers:
-                files.update(self._write_layers(frame, pixels, item.matte, layers, converter))
-            return files
+            written = FrameFile(frame.pts, sha, size)
+            return written, self._write_layers(frame, pixels, item.matte, layers, converter) if layers else {}
 
-        with OrderedPool[dict[str, FrameFile]](self.threads) as writer:
+        with OrderedPool[tuple[FrameFile, dict[str, FrameFile]]](self.threads) as writer:
             times = run_stages(
                 frames,
                 batches,
@@ -114,23 +132,23 @@ class PlateFrames:
             tail_started = time.perf_counter()
             results = writer.results()
             tail = time.perf_counter() - tail_started
-        files: dict[str, list[FrameFile]] = {}
-        for result in results:
-            for kind, file in result.items():
-                files.setdefault(kind, []).append(file)
-        main = files.get("", [])
+        passes: dict[str, list[FrameFile]] = {}
+        for _, layer_files in results:
+            for name, file in layer_files.items():
+                passes.setdefault(name, []).append(file)
+        main = tuple(file for file, _ in results)
         if len(main) != chunk.frame_count:
             raise RecastError(
                 f"{info.url}: chunk {chunk.index} wrote {len(main)} frames, expected {chunk.frame_count}"
             )
-        listing = "".join(f"{n} {h}\n" for n, h, _ in main)
-        written = (hashlib.sha256(listing.encode()).hexdigest(), sum(b for _, _, b in main), len(main))
         stages = {
             "read": times.read_seconds,
             "render": times.process_seconds,
             "write": times.write_seconds + tail,
         }
-        return written, stages, times, files
+        return WrittenFrames(
+            frames=main, passes={k: tuple(v) for k, v in passes.items()}, stages=stages, times=times
+        )
 
     @staticmethod
     def _write_layers(
@@ -148,5 +166,5 @@ class PlateFrames:
             spec = sequence_pass_spec(frame.spec, name, frame.pixels.dtype)
             data = values[name].astype(pass_dtype(name, frame.pixels.dtype))
             sha, size = write_plate(pattern.frame_url(frame.pts), data, spec)
-            out[name] = (frame.pts, sha, size)
+            out[name] = FrameFile(frame.pts, sha, size)
         return out

@@ -7,7 +7,7 @@ the identities of the job (loaded once, cached by name).  The driver calls:
   any error from set-up (bad pack, source image without a face) so that the
   driver reports it by name instead of as a dead actor;
 * ``analyze_chunk(shot_url, info, chunk)`` -> :class:`ChunkAnalysis` (faces with embeddings; small);
-* ``render_chunk(shot_url, info, chunk, tasks_per_frame, encoder, segment_url, faces)``
+* ``render_chunk(shot_url, info, chunk, tasks_per_frame, *, encoder, segment_url, faces)``
   -> :class:`SegmentResult`: stream-decodes the range, renders, encodes one
   segment and uploads it to the job's work area;
 * ``render_frames(...)``: the same for an image sequence, whose frames are
@@ -27,6 +27,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,7 +40,16 @@ from actors.marking import FrameMarker
 from actors.output import redact_actor_output
 from actors.plates import PlateFrames, frames_writer
 from actors.rendering import BatchRenderer, IdentityCheck
-from actors.results import ChunkAnalysis, SegmentResult, analysis_stages
+from actors.results import (
+    ActorInfo,
+    ChunkAnalysis,
+    ChunkPass,
+    FrameFile,
+    PackInfo,
+    SegmentResult,
+    SequencePass,
+    analysis_stages,
+)
 from actors.segments import ChunkSegments
 from pipeline.configbase import Frozen
 from pipeline.errors import RecastError, SpecError
@@ -173,30 +183,28 @@ class RenderWorker(PictureEmbeddings):
         if self.setup_error is not None:
             raise self.setup_error
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> ActorInfo:
         """Who this actor is and what it actually runs on (raises any set-up error)."""
         self._ready()
         import av
 
         wanted = ("h264_nvenc", "hevc_nvenc", "libx264", "libx265", "prores_ks")
-        return {
-            "label": self.label,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "providers": dict(self.models.providers),
-            "warnings": list(self.models.warnings) + (self.decoder.warnings if self.decoder else []),
-            "nvdec": self.decoder is not None and self.decoder.nvdec_ready,
-            "pack": {
-                "url": self.config.pack_url,
-                "name": self.models.pack.manifest.name,
-                "hash": self.models.pack.hash,
-            },
-            "identities": sorted(self.identities),
-            "encoders_built_in": [name for name in wanted if name in av.codecs_available],
-            "setup_seconds": self.setup_seconds,
-            "models_id": id(self.models),  # the same object for the actor's whole life
-            "chunks_done": self.chunks_done,
-        }
+        return ActorInfo(
+            label=self.label,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            providers=dict(self.models.providers),
+            warnings=(*self.models.warnings, *(self.decoder.warnings if self.decoder else [])),
+            nvdec=self.decoder is not None and self.decoder.nvdec_ready,
+            pack=PackInfo(
+                url=self.config.pack_url, name=self.models.pack.manifest.name, hash=self.models.pack.hash
+            ),
+            identities=tuple(sorted(self.identities)),
+            encoders_built_in=tuple(name for name in wanted if name in av.codecs_available),
+            setup_seconds=self.setup_seconds,
+            models_id=id(self.models),  # the same object for the actor's whole life
+            chunks_done=self.chunks_done,
+        )
 
     def identity_embeddings(self) -> dict[str, np.ndarray]:
         """Recognizer-space embedding of every identity (the driver's tracking needs them)."""
@@ -253,6 +261,7 @@ class RenderWorker(PictureEmbeddings):
         info: VideoInfo,
         chunk: Chunk,
         tasks_per_frame: Sequence[Sequence[FaceTask]],
+        *,
         encoder: EncoderChoice,
         segment_url: str,
         faces: FaceConfig | None = None,
@@ -260,12 +269,7 @@ class RenderWorker(PictureEmbeddings):
         """Render ``chunk`` with the planned tasks, encode it and upload it to ``segment_url``.
 
         ``faces``: the shot's own render settings (None: the job's)."""
-        self._ready()
-        started = time.perf_counter()
-        expected = self._check_tasks(chunk, tasks_per_frame)
-        renderer = self.renderer(faces)
-        stage_before = dict(renderer.stage_seconds)
-        batches = self._batch_renderer(renderer, info, chunk, tasks_per_frame)
+        run = self._start(info, chunk, tasks_per_frame, faces)
         source, reused = self.frames.for_render(shot_url, info, chunk)
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
             with ChunkSegments(
@@ -273,32 +277,38 @@ class RenderWorker(PictureEmbeddings):
             ) as segments:
                 times: StageTimes = run_stages(
                     source,
-                    batches,
+                    run.batches,
                     segments.write,
                     batch_size=self.config.faces.batch_size,
                     queue_batches=self.config.queue_batches,
                 )
-            if segments.written != expected:
+            if (written := segments.written) != chunk.frame_count:
                 raise RecastError(
-                    f"{shot_url}: chunk {chunk.index} wrote {segments.written} frames, expected {expected}"
+                    f"{shot_url}: chunk {chunk.index} wrote {written} frames, expected {chunk.frame_count}"
                 )
             encode_close_done = time.perf_counter()
             uploaded = segments.upload(segment_url)
             upload_seconds = time.perf_counter() - encode_close_done
-        _, digest, nbytes = uploaded.pop("")
         stages = {
             "decode": times.read_seconds,
             "render": times.process_seconds,
             "encode": times.write_seconds,
             "upload": upload_seconds,
         }
-        extra = (
-            {"passes": {k: [url, size, sha] for k, (url, sha, size) in uploaded.items()}} if uploaded else {}
-        )
         return self._result(
-            chunk, segment_url, (digest, nbytes, segments.written), tasks_per_frame, stages, renderer,
-            stage_before, encoder.name, started, times, extra=self._with_qc(extra, batches), reused=reused,
-        )  # fmt: skip
+            run,
+            ChunkOutput(
+                url=segment_url,
+                sha256=uploaded.sha256,
+                bytes=uploaded.bytes,
+                frames=segments.written,
+                encoder=encoder.name,
+                passes=dict(uploaded.passes),
+            ),
+            stages,
+            times,
+            reused=reused,
+        )
 
     def render_frames(
         self,
@@ -306,37 +316,58 @@ class RenderWorker(PictureEmbeddings):
         info: VideoInfo,
         chunk: Chunk,
         tasks_per_frame: Sequence[Sequence[FaceTask]],
+        *,
         output_url: str,
         faces: FaceConfig | None = None,
         compression: str | None = None,
         pass_urls: dict[str, str] | None = None,
     ) -> SegmentResult:
         """Render ``chunk`` of an image sequence and write each frame whole to ``output_url``'s frame
-        name (:meth:`actors.plates.PlateFrames.render`); ``extra["frame_files"]`` lists them."""
+        name (:meth:`actors.plates.PlateFrames.render`); the result's ``frame_files`` lists them."""
+        run = self._start(info, chunk, tasks_per_frame, faces)
+        pass_urls = pass_urls or {}
+        written = self.plates.render(
+            info,
+            chunk,
+            self.frames.decode(shot_url, info, chunk),
+            run.batches,
+            output_url=output_url,
+            compression=compression,
+            pass_urls=pass_urls,
+            batch_size=self.config.faces.batch_size,
+            queue_batches=self.config.queue_batches,
+        )
+        output = ChunkOutput(
+            url=output_url,
+            sha256=written.listing_sha256,
+            bytes=written.bytes,
+            frames=len(written.frames),
+            encoder="oiio",
+            frame_files=written.frames,
+            passes={k: SequencePass(url=pass_urls[k], frames=v) for k, v in written.passes.items()},
+        )
+        return self._result(run, output, written.stages, written.times)
+
+    def _start(
+        self,
+        info: VideoInfo,
+        chunk: Chunk,
+        tasks_per_frame: Sequence[Sequence[FaceTask]],
+        faces: FaceConfig | None,
+    ) -> ChunkRun:
+        """A chunk's render begins: the tasks checked, the renderer and the process stage made."""
         self._ready()
         started = time.perf_counter()
         self._check_tasks(chunk, tasks_per_frame)
         renderer = self.renderer(faces)
-        stage_before = dict(renderer.stage_seconds)
-        batches = self._batch_renderer(renderer, info, chunk, tasks_per_frame)
-        written, stages, times, files = self.plates.render(
-            info,
-            chunk,
-            self.frames.decode(shot_url, info, chunk),
-            batches,
-            output_url,
-            compression,
-            pass_urls or {},
-            batch_size=self.config.faces.batch_size,
-            queue_batches=self.config.queue_batches,
+        return ChunkRun(
+            chunk=chunk,
+            tasks_per_frame=tasks_per_frame,
+            renderer=renderer,
+            stage_before=dict(renderer.stage_seconds),
+            batches=self._batch_renderer(renderer, info, chunk, tasks_per_frame),
+            started=started,
         )
-        main = files.pop("")
-        passes = {k: [(pass_urls or {})[k], [list(f) for f in v]] for k, v in files.items()}
-        extra = self._with_qc({"frame_files": main} | ({"passes": passes} if passes else {}), batches)
-        return self._result(
-            chunk, output_url, written, tasks_per_frame, stages, renderer, stage_before, "oiio", started, times,
-            extra=extra,
-        )  # fmt: skip
 
     def _check_tasks(self, chunk: Chunk, tasks_per_frame: Sequence[Sequence[FaceTask]]) -> int:
         expected = chunk.end_frame - chunk.start_frame
@@ -358,42 +389,77 @@ class RenderWorker(PictureEmbeddings):
             identity = IdentityCheck(recognizer.embed_aligned, int(recognizer.crop_size), references)
         mark = FrameMarker(config.watermark, config.watermark_payload, config.review_label, info.frame_number)
         return BatchRenderer(
-            renderer, chunk, tasks_per_frame, mark=mark if marking else None,
-            mattes=bool(config.passes), qc=qc, identity=identity,
-        )  # fmt: skip
-
-    @staticmethod
-    def _with_qc(extra: dict[str, Any], batches: BatchRenderer) -> dict[str, Any]:
-        if batches.qc is not None:
-            extra["qc"] = [m.to_dict() for m in batches.measures]
-        if batches.mark is not None and (marked := batches.mark.record()) is not None:
-            extra["watermark"] = marked  # which frames got the mark, and its strength
-        return extra
+            renderer,
+            chunk,
+            tasks_per_frame,
+            mark=mark if marking else None,
+            mattes=bool(config.passes),
+            qc=qc,
+            identity=identity,
+        )
 
     def _result(
         self,
-        chunk: Chunk,
-        url: str,
-        written: tuple[str, int, int],
-        tasks_per_frame: Sequence[Sequence[FaceTask]],
+        run: ChunkRun,
+        output: ChunkOutput,
         stages: dict[str, float],
-        renderer: Renderer,
-        stage_before: dict[str, float],
-        encoder: str,
-        started: float,
         times: StageTimes,
-        extra: dict[str, Any] | None = None,
+        *,
         reused: bool = False,
     ) -> SegmentResult:
-        for key, value in renderer.stage_seconds.items():
-            stages[f"render.{key}"] = value - stage_before.get(key, 0.0)
+        """The chunk's result: what it wrote, its stages (the renderer's as ``render.<stage>``), its QC
+        measures and the frames that got the watermark."""
+        for key, value in run.renderer.stage_seconds.items():
+            stages[f"render.{key}"] = value - run.stage_before.get(key, 0.0)
         self.chunks_done += 1
-        digest, nbytes, frames = written
+        batches = run.batches
         return SegmentResult(
-            chunk.index, url, digest, nbytes, frames, sum(len(t) for t in tasks_per_frame), stages,
-            dict(self.models.providers), encoder, self.label, time.perf_counter() - started,
-            times.process_busy_share, extra or {}, frames if reused else 0, 0 if reused else frames,
-        )  # fmt: skip
+            chunk_index=run.chunk.index,
+            url=output.url,
+            sha256=output.sha256,
+            bytes=output.bytes,
+            frames=output.frames,
+            faces_swapped=sum(len(t) for t in run.tasks_per_frame),
+            stage_seconds=stages,
+            providers=dict(self.models.providers),
+            encoder=output.encoder,
+            actor=self.label,
+            wall_seconds=time.perf_counter() - run.started,
+            model_busy_share=times.process_busy_share,
+            frames_reused=output.frames if reused else 0,
+            frames_decoded=0 if reused else output.frames,
+            frame_files=output.frame_files,
+            passes=output.passes,
+            qc=tuple(batches.measures) if batches.qc is not None else (),
+            # which frames got the mark, and its strength
+            watermark=batches.mark.record() if batches.mark is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class ChunkRun:
+    """One chunk's render under way (:meth:`RenderWorker._start`)."""
+
+    chunk: Chunk
+    tasks_per_frame: Sequence[Sequence[FaceTask]]
+    renderer: Renderer
+    stage_before: dict[str, float]
+    """The renderer's cumulative stage seconds before the chunk."""
+    batches: BatchRenderer
+    started: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkOutput:
+    """What a chunk's render wrote: the segment (or frames) and its passes."""
+
+    url: str
+    sha256: str
+    bytes: int
+    frames: int
+    encoder: str
+    frame_files: tuple[FrameFile, ...] = ()
+    passes: dict[str, ChunkPass] = field(default_factory=dict)
 
 
 RenderActor = ray.remote(RenderWorker)

@@ -102,9 +102,9 @@ class BatchRenderer:
                 batch,
                 {i: item.pixels for i, item in by_index.items()},
                 {item.frame.index: t for item, t in zip(rendered, tasks, strict=True)},
-                self.qc.identity_every,
-                self.identity.embed,
-                self.identity.crop_size,
-                self.identity.references,
+                every=self.qc.identity_every,
+                embed=self.identity.embed,
+                crop_size=self.identity.crop_size,
+                references=self.identity.references,
             )
         self.measures.extend(batch)

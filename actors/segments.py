@@ -10,10 +10,12 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
 from actors.rendering import Rendered
+from actors.results import VideoPass
 from pipeline.colour import ColourTags, written_tags
 from pipeline.passes.layers import video_pass_frames
 from pipeline.store import storage
@@ -42,6 +44,15 @@ def pass_encoder(info: VideoInfo, colour: ColourTags | None = None) -> tuple[Vid
     return deep, dataclasses.replace(choice, pix_fmt="yuva444p10le", colour=tags)
 
 
+@dataclass(frozen=True)
+class UploadedSegments:
+    """What :meth:`ChunkSegments.upload` uploaded: the output's segment (sha256 and size) and each pass's."""
+
+    sha256: str
+    bytes: int
+    passes: dict[str, VideoPass]
+
+
 class ChunkSegments:
     """The output's segment writer plus one per pass, fed :class:`Rendered` frames in order."""
 
@@ -58,26 +69,28 @@ class ChunkSegments:
         self.folder = folder
         self.written = 0
         self._stack = contextlib.ExitStack()
-        self.paths = {"": os.path.join(folder, f"segment.{encoder.container}")}
-        self.writers = {"": SegmentWriter(self.paths[""], info, encoder, chunk, threads=threads)}
-        self._stack.enter_context(self.writers[""])
+        self.path = os.path.join(folder, f"segment.{encoder.container}")
+        self.writer = self._stack.enter_context(
+            SegmentWriter(self.path, info, encoder, chunk, threads=threads)
+        )
+        self.pass_paths: dict[str, str] = {}
+        self.pass_writers: dict[str, SegmentWriter] = {}
         names = [p for p in passes if p in VIDEO_PASSES]
         if names:
             deep, choice = pass_encoder(info, encoder.colour)
             for name in names:
-                self.paths[name] = os.path.join(folder, f"segment.{name}.mov")
-                self.writers[name] = SegmentWriter(self.paths[name], deep, choice, chunk, threads=threads)
-                self._stack.enter_context(self.writers[name])
+                self.pass_paths[name] = os.path.join(folder, f"segment.{name}.mov")
+                writer = SegmentWriter(self.pass_paths[name], deep, choice, chunk, threads=threads)
+                self.pass_writers[name] = self._stack.enter_context(writer)
 
     def write(self, item: Rendered) -> None:
         frame = item.frame
         out = Frame(index=frame.index, pts=frame.pts, rgb=item.pixels, alpha=frame.alpha, yuv=frame.yuv)
-        self.writers[""].write(out)
-        if len(self.writers) > 1:
+        self.writer.write(out)
+        if self.pass_writers:
             layers = video_pass_frames(frame, item.pixels, item.matte)
-            for name, writer in self.writers.items():
-                if name:
-                    writer.write(layers[name])
+            for name, writer in self.pass_writers.items():
+                writer.write(layers[name])
         self.written += 1
 
     def __enter__(self) -> Self:
@@ -88,12 +101,19 @@ class ChunkSegments:
     ) -> None:
         self._stack.__exit__(exc_type, exc, tb)
 
-    def upload(self, segment_url: str) -> dict[str, tuple[str, str, int]]:
-        """Upload every closed segment next to ``segment_url``: kind -> (url, sha256, bytes)."""
-        out = {}
-        for name, path in self.paths.items():
-            url = pass_segment_url(segment_url, name) if name else segment_url
-            digest, size = sha256_file(path), os.path.getsize(path)
-            storage.publish_file(path, url)
-            out[name] = (url, digest, size)
-        return out
+    def upload(self, segment_url: str) -> UploadedSegments:
+        """Upload every closed segment: the output's to ``segment_url``, each pass's next to it."""
+        sha256, size = _publish(self.path, segment_url)
+        passes = {}
+        for name, path in self.pass_paths.items():
+            url = pass_segment_url(segment_url, name)
+            digest, nbytes = _publish(path, url)
+            passes[name] = VideoPass(url=url, bytes=nbytes, sha256=digest)
+        return UploadedSegments(sha256=sha256, bytes=size, passes=passes)
+
+
+def _publish(path: str, url: str) -> tuple[str, int]:
+    """Upload the local file ``path`` to ``url``; its (sha256, size)."""
+    digest, size = sha256_file(path), os.path.getsize(path)
+    storage.publish_file(path, url)
+    return digest, size

@@ -193,7 +193,7 @@ class JobRunner:
         try:
             infos, starting = pool.warm()
             observer.actors_ready(infos, len(pool.actors))
-            nvdec = any(i.get("nvdec") for i in infos)  # auto: shots the actors' NVDEC cannot decode
+            nvdec = any(i.nvdec for i in infos)  # auto: shots the actors' NVDEC cannot decode
             observer.warn(
                 source_warnings(spec.decode, nvdec, [(p.ref.name, p.info) for p in prepared.planned])
             )

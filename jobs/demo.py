@@ -21,7 +21,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import av
 import cv2
@@ -29,6 +29,9 @@ import numpy as np
 import yaml
 
 from jobs.demo_media import make_face_clip, write_source_image
+
+if TYPE_CHECKING:
+    from cluster.report.summary import JobSummary
 
 SHOT = "astronaut"
 
@@ -81,20 +84,16 @@ def before_after(plate: str, output: str, png: str, frame_index: int) -> None:
     cv2.imwrite(png, cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
 
 
-def qc_lines(summary: Any) -> str:
+def qc_lines(summary: JobSummary) -> str:
     """The QC review list of each shot, most severe first (the report shows it with thumbnails)."""
     lines = []
     for shot in summary.shots:
-        flags = (shot.qc or {}).get("flags", [])
+        flags = shot.qc.flags if shot.qc is not None else ()
         lines.append(f"QC {shot.name}: {len(flags)} flag(s) to review" + (":" if flags else ""))
         for flag in flags[:8]:
-            frames = (
-                str(flag["first"]) if flag["first"] == flag["last"] else f"{flag['first']}-{flag['last']}"
-            )
-            track = "" if flag["track"] is None else f" track {flag['track']}"
-            lines.append(
-                f"  frames {frames}{track}: {flag['reason']} ({flag['detail'] or round(flag['value'], 3)})"
-            )
+            frames = str(flag.first) if flag.first == flag.last else f"{flag.first}-{flag.last}"
+            track = "" if flag.track is None else f" track {flag.track}"
+            lines.append(f"  frames {frames}{track}: {flag.reason} ({flag.detail or round(flag.value, 3)})")
         if len(flags) > 8:
             lines.append(f"  ... {len(flags) - 8} more in the report")
     return "\n".join(lines)

@@ -13,8 +13,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("pipeline", "cluster", "actors", "jobs")
-MAX_LINES = 400
+MAX_LINES = 500
+"""A module may be longer only when its docstring says why (a line with :data:`LONG_REASON`)."""
+LONG_REASON = "Longer than 500 lines because"
 MAX_TOP = 16  # modules at the top of one folder
+MAX_POSITIONAL = 6
+"""Parameters a function may take by position (``self`` and ``cls`` not counted)."""
 
 
 def _modules() -> dict[str, Path]:
@@ -68,13 +72,75 @@ def _imports(path: Path, name: str, known: set[str], type_checking: bool = False
     return found
 
 
-def test_no_module_is_over_400_lines() -> None:
+def _says_why_it_is_long(path: Path) -> bool:
+    """Whether the module's docstring says why it is long (``Longer than 500 lines because ...``)."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(), str(path))) or ""
+    return any(
+        line.strip().startswith(LONG_REASON) and len(line.strip()) > len(LONG_REASON) + 3
+        for line in docstring.splitlines()
+    )
+
+
+def test_a_module_over_500_lines_says_why() -> None:
+    """About 500 lines at most; a longer module states why in its docstring ("Longer than 500 lines
+    because ..."): one concern that reads better whole, not a file nobody cut by concern."""
     long = {
         str(path.relative_to(ROOT)): n
         for path in _modules().values()
-        if (n := len(path.read_text().splitlines())) > MAX_LINES
+        if (n := len(path.read_text().splitlines())) > MAX_LINES and not _says_why_it_is_long(path)
     }
-    assert not long, f"modules over {MAX_LINES} lines: {long}"
+    assert not long, (
+        f"modules over {MAX_LINES} lines whose docstring does not say why "
+        f"(a line '{LONG_REASON} ...'; or cut them by concern): {long}"
+    )
+
+
+def test_the_length_rule_reads_the_reason_from_the_docstring(tmp_path: Path) -> None:
+    body = "x = 1\n" * (MAX_LINES + 1)
+    silent = tmp_path / "silent.py"
+    silent.write_text('"""A long module."""\n' + body)
+    reasoned = tmp_path / "reasoned.py"
+    reasoned.write_text(f'"""A long module.\n\n{LONG_REASON} one table reads better whole.\n"""\n' + body)
+    commented = tmp_path / "commented.py"
+    commented.write_text(f"# {LONG_REASON} a comment is not the docstring\n" + body)
+    assert not _says_why_it_is_long(silent)
+    assert _says_why_it_is_long(reasoned)
+    assert not _says_why_it_is_long(commented)
+
+
+def _positional(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The parameters ``node`` takes by position, less a leading ``self`` or ``cls``."""
+    names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
+def test_no_function_takes_more_than_6_positional_parameters() -> None:
+    """Past six, a call is a row of values whose order the reader must know: make the trailing ones
+    keyword-only (``*,``) or bundle them in a small frozen dataclass."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({', '.join(names)})"
+        for path in _modules().values()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and len(names := _positional(node)) > MAX_POSITIONAL
+    ]
+    assert not offenders, f"functions with more than {MAX_POSITIONAL} positional parameters: {offenders}"
+
+
+def test_the_positional_rule_counts_what_a_caller_can_pass_by_position() -> None:
+    tree = ast.parse(
+        "def seven(a, b, c, d, e, f, g): ...\n"
+        "def six_and_keywords(a, b, c, d, e, f, *, g, h): ...\n"
+        "class C:\n"
+        "    def method(self, a, b, c, d, e, f): ...\n"
+        "    async def slash(self, a, b, c, d, /, e, f, g): ...\n"
+    )
+    counts = {
+        n.name: len(_positional(n))
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    assert counts == {"seven": 7, "six_and_keywords": 6, "method": 6, "slash": 7}
 
 
 def test_no_import_cycles() -> None:

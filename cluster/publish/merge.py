@@ -44,13 +44,31 @@ class Published:
     """Compositing passes published with the output."""
 
 
+NO_AUDIO = ""
+"""The audio source URL of a merge whose output carries no audio (a compositing pass)."""
+
 Window = tuple[int, int]
 Digests = Mapping[str, str]
 """Segment URL -> its recorded sha256."""
 
 
+@dataclass(frozen=True)
+class OutputMerge:
+    """A shot's merge as :meth:`Publisher.submit` takes it: the output's segments and destination, the
+    audio source and signing, the delivered frames, each pass's (segment URLs, URL), the recorded sha256s."""
+
+    segment_urls: list[str]
+    info: VideoInfo
+    output_url: str
+    audio_url: str
+    signing: Signing | None
+    window: Window | None
+    passes: dict[str, tuple[list[str], str]]
+    sha256: Digests | None
+
+
 class MergeFn(Protocol):
-    """(segment URLs, source probe, output URL, audio source URL, signing, delivered frames,
+    """(segment URLs, source probe, output URL, audio source URL, signing; delivered frames,
     segment sha256s) -> Published.
 
     ``overwrite=False``: publish only if the output is absent (never replace it).
@@ -63,9 +81,9 @@ class MergeFn(Protocol):
         output_url: str,
         audio_url: str,
         signing: Signing | None,
+        *,
         window: Window | None = None,
         segment_sha256: Digests | None = None,
-        *,
         overwrite: bool = True,
     ) -> Published: ...
 
@@ -76,9 +94,9 @@ def merge_and_publish(
     output_url: str,
     audio_url: str,
     signing: Signing | None = None,
+    *,
     window: Window | None = None,
     segment_sha256: Digests | None = None,
-    *,
     overwrite: bool = True,
 ) -> Published:
     """Merge into a local file, sign it if asked, checksum it, then publish it atomically.
@@ -150,45 +168,49 @@ class Publisher:
         output_url: str,
         audio_url: str,
         signing: Signing | None,
+        *,
         window: Window | None = None,
         passes: dict[str, tuple[list[str], str]] | None = None,
         sha256: Digests | None = None,
     ) -> Future[Published]:
         """Merge and publish the output, then each pass (pass -> (its segment URLs, its URL)); ``sha256``:
         every segment's and pass segment's recorded sha256 (checked as each is fetched)."""
-        return self._pool.submit(
-            self._merge_all, segment_urls, info, output_url, audio_url, signing, window, passes or {}, sha256
-        )
+        merge = OutputMerge(segment_urls, info, output_url, audio_url, signing, window, passes or {}, sha256)
+        return self._pool.submit(self._merge_all, merge)
 
-    def _merge_all(
-        self,
-        segment_urls: list[str],
-        info: VideoInfo,
-        output_url: str,
-        audio_url: str,
-        signing: Signing | None,
-        window: Window | None,
-        passes: dict[str, tuple[list[str], str]],
-        sha256: Digests | None,
-    ) -> Published:
+    def _merge_all(self, m: OutputMerge) -> Published:
         if self._guard is not None:
             self._guard()
         overwrite = self._if_exists == "overwrite"
         try:
             published = self._merge(
-                segment_urls, info, output_url, audio_url, signing, window, sha256, overwrite=overwrite
+                m.segment_urls,
+                m.info,
+                m.output_url,
+                m.audio_url,
+                m.signing,
+                window=m.window,
+                segment_sha256=m.sha256,
+                overwrite=overwrite,
             )
-            if not passes:
+            if not m.passes:
                 return published
             done = {}
-            for name, (urls, url) in passes.items():
+            for name, (urls, url) in m.passes.items():
                 # The passes are part of the output set: signed like it, published atomically like it.
                 pass_signing = None
-                if signing is not None:
+                if m.signing is not None:
                     title = url.rsplit("/", 1)[-1]
-                    pass_signing = (signing[0].model_copy(update={"title": title}), signing[1])
+                    pass_signing = (m.signing[0].model_copy(update={"title": title}), m.signing[1])
                 done[name] = merge_and_publish(
-                    urls, info, url, "", pass_signing, window, sha256, overwrite=overwrite
+                    urls,
+                    m.info,
+                    url,
+                    NO_AUDIO,
+                    pass_signing,
+                    window=m.window,
+                    segment_sha256=m.sha256,
+                    overwrite=overwrite,
                 )
         except StorageError as exc:
             if exc.reason != storage.ALREADY_EXISTS:

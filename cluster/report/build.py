@@ -1,6 +1,7 @@
 """The job report: ``report.json`` plus one self-contained ``report.html``, published together.
 
-:mod:`cluster.report.data` builds the data, :mod:`cluster.report.html` the page.
+:mod:`cluster.report.data` builds the data (typed: :class:`~cluster.report.data.JobReport`),
+:mod:`cluster.report.html` the page.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from cluster.report.data import actor_busy_ratios, report_data
 from cluster.report.html import render_html
+from cluster.report.summary import JobSummary
 from pipeline.store import storage
 from pipeline.thumbnails import Thumb
 
@@ -22,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 def build_report(
-    summary: Mapping[str, Any],
+    summary: JobSummary,
     *,
     thumbs: Mapping[str, Sequence[Thumb]] | None = None,
     timeline: Sequence[Mapping[str, Any]] = (),
@@ -31,7 +33,9 @@ def build_report(
     running: bool = False,
     generated_at: dt.datetime | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """Return ``(report_json, html)`` for a job (see :func:`cluster.report.data.report_data`)."""
+    """Return ``(report_json, html)`` for a job (see :func:`cluster.report.data.report_data`).
+
+    ``summary``: as the report may show it (e.g. :meth:`JobSummary.redacted`)."""
     thumbs = thumbs or {}
     report = report_data(
         summary,
@@ -42,7 +46,7 @@ def build_report(
         running=running,
         generated_at=generated_at,
     )
-    return report, render_html(report, thumbs)
+    return report.to_dict(), render_html(report, thumbs)
 
 
 def write_report(prefix_url: str, report_json: Mapping[str, Any], html_text: str) -> tuple[str, str]:

@@ -16,19 +16,30 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cluster.report.data import CPU_PROVIDER, actor_busy_ratios
+from cluster.report.data import CPU_PROVIDER, JobReport, ShotReport, TimelineEntry, busy_ratios
 from cluster.report.provenance import provenance_section
 from cluster.report.qc import CSS as QC_CSS
 from cluster.report.qc import qc_sections
+from cluster.report.summary import JobSummary, reported
 from pipeline.thumbnails import Thumb
 
 # While a job runs, the page reloads itself so a producer can leave it open.
 RUNNING_REFRESH_SECONDS = 30
 
 STAGE_COLOURS = (
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
-    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295",
-)  # fmt: skip
+    "#4e79a7",
+    "#f28e2b",
+    "#59a14f",
+    "#e15759",
+    "#76b7b2",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+    "#86bcb6",
+    "#d37295",
+)
 # The page may use only itself: inline styles, data: images; no script, no network.
 CSP_META = (
     '<meta http-equiv="Content-Security-Policy" '
@@ -83,13 +94,13 @@ figcaption{font-size:12px;margin-top:4px;font-weight:600}
 """
 
 
-def render_html(report: Mapping[str, Any], thumbs: Mapping[str, Sequence[Thumb]]) -> str:
-    """The self-contained page for a report made by :func:`build_report`."""
-    job = report["job"]
-    shots = report["shots"]
-    running = bool(report.get("running"))
-    state = "running" if running else ("ok" if job.get("ok") else "failed")
-    title = f"Recast job {job.get('job_id', '')}"
+def render_html(report: JobReport, thumbs: Mapping[str, Sequence[Thumb]]) -> str:
+    """The self-contained page for a report made by :func:`cluster.report.data.report_data`."""
+    job = report.summary
+    shots = report.shots
+    running = report.running
+    state = "running" if running else ("ok" if job.ok else "failed")
+    title = f"Recast job {job.job_id}"
     refresh = f'<meta http-equiv="refresh" content="{RUNNING_REFRESH_SECONDS}">' if running else ""
     parts = [
         "<!DOCTYPE html>",
@@ -99,18 +110,18 @@ def render_html(report: Mapping[str, Any], thumbs: Mapping[str, Sequence[Thumb]]
         refresh,
         f"<title>{_e(title)}</title><style>{CSS}{QC_CSS}</style></head><body><main>",
         f"<h1>{_e(title)}</h1>",
-        _meta_line(report, job),
-        _banner(job, shots, state, int(report.get("retries", 0))),
+        _meta_line(report),
+        _banner(job, shots, state, report.retries),
         _warnings(job, shots),
         "<h2>Shots</h2>",
         _shot_table(shots),
-        provenance_section(shots),
-        '<h2 id="review">Frames to review</h2>' if any(s.get("qc") for s in shots) else "",
-        qc_sections(shots, thumbs) if any(s.get("qc") for s in shots) else "",
+        provenance_section([s.summary for s in shots]),
+        '<h2 id="review">Frames to review</h2>' if any(s.summary.qc for s in shots) else "",
+        qc_sections(shots, thumbs) if any(s.summary.qc for s in shots) else "",
         "<h2>Where the time went</h2>",
-        _stage_chart(report.get("stage_seconds", {})),
+        _stage_chart(report.stage_seconds),
         "<h2>Chunks per actor</h2>",
-        _timeline_chart(report.get("timeline", [])),
+        _timeline_chart(report.timeline),
         "<h2>Before / after</h2>",
         _thumb_sections(shots, thumbs),
         "</main></body></html>",
@@ -118,29 +129,26 @@ def render_html(report: Mapping[str, Any], thumbs: Mapping[str, Sequence[Thumb]]
     return "\n".join(p for p in parts if p)
 
 
-def _meta_line(report: Mapping[str, Any], job: Mapping[str, Any]) -> str:
+def _meta_line(report: JobReport) -> str:
     return (
-        f'<div class="meta">report generated {_e(report.get("generated_at", ""))}'
-        f" · work area {_e(job.get('work_url', ''))}</div>"
+        f'<div class="meta">report generated {_e(report.generated_at)}'
+        f" · work area {_e(report.summary.work_url)}</div>"
     )
 
 
-def _banner(job: Mapping[str, Any], shots: Sequence[Mapping[str, Any]], state: str, retries: int) -> str:
+def _banner(job: JobSummary, shots: Sequence[ShotReport], state: str, retries: int) -> str:
     label = {"running": "RUNNING", "ok": "DONE", "failed": "FAILED"}[state]
-    published = sum(1 for s in shots if s.get("status") == "published")
-    first = job.get("first_chunk_seconds")
+    published = sum(1 for s in shots if s.summary.status == "published")
+    first, first_shot = reported(job.first_chunk_seconds), reported(job.first_shot_seconds)
     kpis = [
         (f"{published}/{len(shots)}", "shots published"),
-        (f"{int(job.get('frames', 0)):,}", "frames"),
-        (_num(job.get("fps")), "fps (job)"),
-        (_duration(job.get("wall_seconds")), "wall time"),
-        (str(job.get("actors", 0)), "actors"),
-        (_duration(job.get("setup_seconds")), "set-up"),
+        (f"{job.frames:,}", "frames"),
+        (_num(reported(job.fps)), "fps (job)"),
+        (_duration(reported(job.wall_seconds)), "wall time"),
+        (str(job.actors), "actors"),
+        (_duration(reported(job.setup_seconds)), "set-up"),
         (_duration(first) if first is not None else "–", "first chunk"),
-        (
-            _duration(job["first_shot_seconds"]) if job.get("first_shot_seconds") is not None else "–",
-            "first shot",
-        ),
+        (_duration(first_shot) if first_shot is not None else "–", "first shot"),
         (str(retries), "retries"),
     ]
     cells = "".join(f'<div class="kpi"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for v, k in kpis)
@@ -159,10 +167,10 @@ def _duration(seconds: Any) -> str:
     return f"{hours}h{minutes:02d}m{sec:02d}s" if hours else f"{minutes}m{sec:02d}s"
 
 
-def _warnings(job: Mapping[str, Any], shots: Sequence[Mapping[str, Any]]) -> str:
-    items = [f"<li>{_e(w)}</li>" for w in job.get("warnings", [])]
+def _warnings(job: JobSummary, shots: Sequence[ShotReport]) -> str:
+    items = [f"<li>{_e(w)}</li>" for w in job.warnings]
     for shot in shots:
-        items += [f"<li><b>{_e(shot.get('name'))}</b>: {_e(w)}</li>" for w in shot.get("warnings", [])]
+        items += [f"<li><b>{_e(shot.summary.name)}</b>: {_e(w)}</li>" for w in shot.warnings]
     if not items:
         return '<div class="card">No warnings.</div>'
     return f'<div class="warnings"><b>Warnings ({len(items)})</b><ul>{"".join(items)}</ul></div>'
@@ -180,26 +188,26 @@ def _providers_html(providers: Mapping[str, Sequence[str]]) -> str:
     return "<br>".join(rows)
 
 
-def _shot_table(shots: Sequence[Mapping[str, Any]]) -> str:
+def _shot_table(shots: Sequence[ShotReport]) -> str:
     head = (
         "<tr><th>Shot</th><th>Status</th><th>Frames</th><th>Chunks</th><th>Faces swapped</th>"
         "<th>fps</th><th>Time</th><th>Encoder</th><th>Execution providers</th><th>Warnings</th></tr>"
     )
     rows = []
-    for s in shots:
-        status = str(s.get("status", "pending"))
-        warnings = "<br>".join(f'<span class="warn">{_e(w)}</span>' for w in s.get("warnings", [])) or "–"
+    for shot in shots:
+        s = shot.summary
+        warnings = "<br>".join(f'<span class="warn">{_e(w)}</span>' for w in shot.warnings) or "–"
         rows.append(
             "<tr>"
-            f'<td><b>{_e(s.get("name"))}</b><div class="meta">{_e(s.get("output_url", ""))}</div></td>'
-            f'<td><span class="badge s-{_e(status)}">{_e(status)}</span></td>'
-            f'<td class="n">{int(s.get("frames", 0)):,}</td>'
-            f'<td class="n">{int(s.get("chunks", 0))}</td>'
-            f'<td class="n">{int(s.get("faces_swapped", 0)):,}</td>'
-            f'<td class="n">{_num(s.get("fps"))}</td>'
-            f'<td class="n">{_duration(s.get("seconds"))}</td>'
-            f"<td>{_e(s.get('encoder') or '–')}</td>"
-            f"<td>{_providers_html(s.get('providers') or {})}</td>"
+            f'<td><b>{_e(s.name)}</b><div class="meta">{_e(s.output_url)}</div></td>'
+            f'<td><span class="badge s-{_e(s.status)}">{_e(s.status)}</span></td>'
+            f'<td class="n">{s.frames:,}</td>'
+            f'<td class="n">{s.chunks}</td>'
+            f'<td class="n">{s.faces_swapped:,}</td>'
+            f'<td class="n">{_num(reported(s.fps))}</td>'
+            f'<td class="n">{_duration(reported(s.seconds))}</td>'
+            f"<td>{_e(s.encoder or '–')}</td>"
+            f"<td>{_providers_html(s.providers)}</td>"
             f"<td>{warnings}</td></tr>"
         )
     return f"<table>{head}{''.join(rows)}</table>"
@@ -245,15 +253,15 @@ def _ticks(span: float) -> list[float]:
     return [i * step for i in range(int(span / step) + 1)]
 
 
-def _timeline_chart(entries: Sequence[Mapping[str, Any]]) -> str:
+def _timeline_chart(entries: Sequence[TimelineEntry]) -> str:
     """One lane per actor; each piece of work a bar from start to end, labelled shot/chunk."""
     if not entries:
         return '<div class="card">No chunks have run yet.</div>'
-    actors = sorted({e["actor"] for e in entries})
-    shots = list(dict.fromkeys(e["shot"] for e in entries))
+    actors = sorted({e.actor for e in entries})
+    shots = list(dict.fromkeys(e.shot for e in entries))
     # Times are from the job's start: drawing from 0 shows set-up as the empty space on the left.
-    t0 = min(0.0, min(e["start"] for e in entries))
-    span = max(max(e["end"] for e in entries) - t0, 1e-3)
+    t0 = min(0.0, min(e.start for e in entries))
+    span = max(max(e.end for e in entries) - t0, 1e-3)
     label_w, plot_w, lane_h, top = 150, 820, 30, 22
     width = label_w + plot_w + 20
     height = top + lane_h * len(actors) + 10
@@ -261,7 +269,7 @@ def _timeline_chart(entries: Sequence[Mapping[str, Any]]) -> str:
     def x(t: float) -> float:
         return label_w + plot_w * (t - t0) / span
 
-    busy = actor_busy_ratios(entries)
+    busy = busy_ratios(entries)
     out = []
     for tick in _ticks(span):
         tx = x(t0 + tick)
@@ -269,9 +277,9 @@ def _timeline_chart(entries: Sequence[Mapping[str, Any]]) -> str:
             f'<line x1="{tx:.1f}" y1="{top - 4}" x2="{tx:.1f}" y2="{height - 8}" stroke="#e3e6ea"/>'
             f'<text x="{tx:.1f}" y="{top - 8}" text-anchor="middle">{tick:g} s</text>'
         )
-    by_actor: dict[str, list[Mapping[str, Any]]] = {}
+    by_actor: dict[str, list[TimelineEntry]] = {}
     for e in entries:
-        by_actor.setdefault(e["actor"], []).append(e)
+        by_actor.setdefault(e.actor, []).append(e)
     for lane, actor in enumerate(actors):
         y = top + lane * lane_h
         out.append(
@@ -279,21 +287,21 @@ def _timeline_chart(entries: Sequence[Mapping[str, Any]]) -> str:
             f"({100 * busy.get(actor, 0.0):.0f}% busy)</text>"
         )
         for e in by_actor[actor]:
-            x0, x1 = x(e["start"]), x(e["end"])
-            colour = FAILED_COLOUR if not e["ok"] else KIND_COLOURS.get(e["kind"], "#888")
-            label = f"{e['shot']} #{e['chunk']}"
+            x0, x1 = x(e.start), x(e.end)
+            colour = FAILED_COLOUR if not e.ok else KIND_COLOURS.get(e.kind, "#888")
+            label = f"{e.shot} #{e.chunk}"
             if len(shots) == 1:
-                label = f"#{e['chunk']}"
+                label = f"#{e.chunk}"
             tip = (
-                f"{e['kind']} {e['shot']} chunk {e['chunk']} on {actor}: "
-                f"{e['start']:.1f}-{e['end']:.1f} s ({e['end'] - e['start']:.1f} s)"
-                + ("" if e["ok"] else f" FAILED (attempt {e['attempt']})")
+                f"{e.kind} {e.shot} chunk {e.chunk} on {actor}: "
+                f"{e.start:.1f}-{e.end:.1f} s ({e.end - e.start:.1f} s)"
+                + ("" if e.ok else f" FAILED (attempt {e.attempt})")
             )
             out.append(
                 f'<rect x="{x0:.1f}" y="{y + 4}" width="{max(1.0, x1 - x0):.1f}" height="{lane_h - 8}" rx="2" '
                 f'fill="{colour}" stroke="#fff"><title>{_e(tip)}</title></rect>'
             )
-            if x1 - x0 > 7 * len(label) and e["kind"] == "render":
+            if x1 - x0 > 7 * len(label) and e.kind == "render":
                 out.append(
                     f'<text x="{(x0 + x1) / 2:.1f}" y="{y + 19}" text-anchor="middle" '
                     f'style="fill:#fff">{_e(label)}</text>'
@@ -313,10 +321,10 @@ def _data_uri(jpeg: bytes) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
 
 
-def _thumb_sections(shots: Sequence[Mapping[str, Any]], thumbs: Mapping[str, Sequence[Thumb]]) -> str:
+def _thumb_sections(shots: Sequence[ShotReport], thumbs: Mapping[str, Sequence[Thumb]]) -> str:
     out = []
     for shot in shots:
-        name = str(shot.get("name", ""))
+        name = shot.summary.name
         items = sorted(thumbs.get(name, ()), key=lambda t: t.frame)
         if not items:
             continue

@@ -7,8 +7,11 @@ empty when no shot carries one (the job had no ``provenance.watermark``).
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cluster.report.summary import ShotSummary
 
 RANGES_SHOWN = 12
 """At most this many frame ranges per shot on the page (all stay in ``summary.json``)."""
@@ -24,20 +27,19 @@ def _ranges(runs: Sequence[Sequence[int]]) -> str:
     return (shown or "none") + (f" and {more} more range(s)" if more > 0 else "")
 
 
-def provenance_section(shots: Sequence[Mapping[str, Any]]) -> str:
+def provenance_section(shots: Sequence[ShotSummary]) -> str:
     """The ``<h2>Provenance</h2>`` block, or ``""`` when no shot was watermarked."""
     rows = []
     for shot in shots:
-        mark = shot.get("watermark")
-        if not mark:
+        mark = shot.watermark
+        if mark is None:
             continue
-        frames = int(shot.get("frames", 0))
-        share = f" of {frames:,}" if frames else ""
+        share = f" of {shot.frames:,}" if shot.frames else ""
         rows.append(
-            f"<tr><td><b>{_e(shot.get('name'))}</b></td><td>{_e(mark.get('payload'))}</td>"
-            f'<td class="n">{float(mark.get("step", 0)):g}</td>'
-            f'<td class="n">{int(mark.get("frames_marked", 0)):,}{share}</td>'
-            f"<td>{_e(_ranges(mark.get('frame_ranges', [])))}</td></tr>"
+            f"<tr><td><b>{_e(shot.name)}</b></td><td>{_e(mark.payload)}</td>"
+            f'<td class="n">{float(mark.step):g}</td>'
+            f'<td class="n">{mark.frames_marked:,}{share}</td>'
+            f"<td>{_e(_ranges(mark.frame_ranges))}</td></tr>"
         )
     if not rows:
         return ""

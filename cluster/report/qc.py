@@ -1,8 +1,8 @@
 """The report's QC section: per shot, the frames to review and a strip chart of the shot.
 
-Reads each shot's ``qc`` (``ShotQC.to_dict()``) and ``review`` rows (from
-:func:`cluster.report.data.review_rows`).  Like the rest of the page: inline SVG,
-``data:`` images, no script.
+Reads each shot's :class:`~pipeline.qc.analyze.ShotQC` (its series as ``summary.json`` has
+them, rounded) and ``review`` rows (from :func:`cluster.report.data.review_rows`).  Like the
+rest of the page: inline SVG, ``data:`` images, no script.
 """
 
 from __future__ import annotations
@@ -10,9 +10,13 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.thumbnails import Thumb
+
+if TYPE_CHECKING:
+    from cluster.report.data import ReviewRow, ShotReport
+    from pipeline.qc.analyze import ShotQC
 
 CSS = """
 .qc h3{margin-top:4px}
@@ -44,25 +48,24 @@ def _severity_colour(severity: float) -> str:
     return "#c62828" if severity >= 0.8 else "#ef6c00" if severity >= 0.5 else "#757575"
 
 
-def qc_sections(shots: Sequence[Mapping[str, Any]], thumbs: Mapping[str, Sequence[Thumb]]) -> str:
+def qc_sections(shots: Sequence[ShotReport], thumbs: Mapping[str, Sequence[Thumb]]) -> str:
     """One card per shot that has QC; a line saying so when none has."""
     cards = [
-        _shot_card(i, shot, {t.frame: t for t in thumbs.get(str(shot.get("name", "")), ())})
+        _shot_card(i, shot, shot.summary.qc, {t.frame: t for t in thumbs.get(shot.summary.name, ())})
         for i, shot in enumerate(shots)
-        if shot.get("qc")
+        if shot.summary.qc
     ]
     return "".join(cards) or '<div class="card">No QC in this report.</div>'
 
 
-def _shot_card(index: int, shot: Mapping[str, Any], thumbs: Mapping[int, Thumb]) -> str:
-    qc = shot["qc"]
-    name = str(shot.get("name", ""))
-    counts = {k: int(v) for k, v in qc.get("counts", {}).items()}
+def _shot_card(index: int, shot: ShotReport, qc: ShotQC, thumbs: Mapping[int, Thumb]) -> str:
+    name = shot.summary.name
+    counts = qc.counts
     total = sum(counts.values())
     count_html = (
         "".join(f"<span><b>{v}</b> {_e(k)}</span>" for k, v in counts.items() if v) or "nothing flagged"
     )
-    rows = shot.get("review", [])
+    rows = shot.review
     table = _review_table(name, rows, thumbs) if rows else '<div class="meta">No frames to review.</div>'
     more = (
         f'<div class="meta">showing the {len(rows)} worst of {total} flags (all are in report.json)</div>'
@@ -77,16 +80,17 @@ def _shot_card(index: int, shot: Mapping[str, Any], thumbs: Mapping[int, Thumb])
     )
 
 
-def _review_table(name: str, rows: Sequence[Mapping[str, Any]], thumbs: Mapping[int, Thumb]) -> str:
+def _review_table(name: str, rows: Sequence[ReviewRow], thumbs: Mapping[int, Thumb]) -> str:
     head = (
         "<tr><th>Frames</th><th>Track</th><th>Reason</th><th>Severity</th><th>Value / threshold</th>"
         "<th>Detail</th><th>Before / after</th></tr>"
     )
     body = []
     for row in rows:
-        frames = f"{row['first']}" if row["first"] == row["last"] else f"{row['first']}–{row['last']}"
-        severity = float(row.get("severity", 0.0))
-        thumb = thumbs.get(row["thumbnail"]) if row.get("thumbnail") is not None else None
+        flag = row.flag
+        frames = f"{flag.first}" if flag.first == flag.last else f"{flag.first}–{flag.last}"
+        severity = float(flag.severity)
+        thumb = thumbs.get(row.thumbnail) if row.thumbnail is not None else None
         picture = "–"
         if thumb is not None:
             alt = f"{name} position {thumb.frame}"
@@ -94,14 +98,14 @@ def _review_table(name: str, rows: Sequence[Mapping[str, Any]], thumbs: Mapping[
                 f'<div class="pair"><img src="{_data_uri(thumb.before_jpeg)}" alt="{_e(alt)} source">'
                 f'<img src="{_data_uri(thumb.after_jpeg)}" alt="{_e(alt)} rendered"></div>'
             )
-        boundary = " (chunk boundary)" if row.get("extra", {}).get("chunk_boundary") else ""
+        boundary = " (chunk boundary)" if flag.extra.get("chunk_boundary") else ""
         body.append(
             '<tr class="flag">'
-            f"<td>{_e(frames)}</td><td>{_e('–' if row.get('track') is None else row['track'])}</td>"
-            f"<td>{_e(row['reason'])}{_e(boundary)}</td>"
+            f"<td>{_e(frames)}</td><td>{_e('–' if flag.track is None else flag.track)}</td>"
+            f"<td>{_e(flag.reason)}{_e(boundary)}</td>"
             f'<td><span class="sev" style="background:{_severity_colour(severity)}">{severity:.2f}</span></td>'
-            f'<td class="n">{float(row["value"]):.3g} / {float(row["threshold"]):.3g}</td>'
-            f"<td>{_e(row.get('detail', ''))}</td><td>{picture}</td></tr>"
+            f'<td class="n">{float(flag.value):.3g} / {float(flag.threshold):.3g}</td>'
+            f"<td>{_e(flag.detail)}</td><td>{picture}</td></tr>"
         )
     return f"<table>{head}{''.join(body)}</table>"
 
@@ -125,10 +129,10 @@ def _state_runs(coverage: Mapping[str, Sequence[int]], n: int) -> list[tuple[int
     return [r for r in out if r[2]]
 
 
-def _strip_chart(name: str, qc: Mapping[str, Any]) -> str:
+def _strip_chart(name: str, qc: ShotQC) -> str:
     """Identity similarity (line, 0-1) over the frames, flagged frames shaded, coverage as a band."""
-    series = qc.get("series", {})
-    numbers = list(series.get("numbers", []))
+    series = qc.series.reported()
+    numbers = list(series.numbers)
     n = len(numbers)
     if n == 0:
         return ""
@@ -147,25 +151,27 @@ def _strip_chart(name: str, qc: Mapping[str, Any]) -> str:
         f'<text x="{label_w - 6}" y="{top + 10}" text-anchor="end">similarity 1</text>',
         f'<text x="{label_w - 6}" y="{top + plot_h}" text-anchor="end">0</text>',
     ]
-    for flag in qc.get("flags", []):
-        a, b = index.get(int(flag["first"])), index.get(int(flag["last"]))
+    for flag in qc.flags:
+        a, b = index.get(int(flag.first)), index.get(int(flag.last))
         if a is None or b is None:
             continue
         out.append(
             f'<rect x="{x(a):.1f}" y="{top}" width="{max(1.0, x(b + 1) - x(a)):.1f}" height="{plot_h}" '
-            f'fill="{FLAG_COLOUR}" fill-opacity="0.15"><title>{_e(flag["reason"])} {flag["first"]}–'
-            f"{flag['last']}</title></rect>"
+            f'fill="{FLAG_COLOUR}" fill-opacity="0.15"><title>{_e(flag.reason)} {flag.first}–'
+            f"{flag.last}</title></rect>"
         )
-    thresholds = {float(f["threshold"]) for f in qc.get("flags", []) if f["reason"] == "low_identity"}
+    thresholds = {float(f.threshold) for f in qc.flags if f.reason == "low_identity"}
     for t in sorted(thresholds):
         out.append(
             f'<line x1="{label_w}" x2="{label_w + plot_w}" y1="{y(t):.1f}" y2="{y(t):.1f}" '
             f'stroke="{FLAG_COLOUR}" stroke-dasharray="4 3"/>'
         )
-    for key, dash in (("similarity_after", ""), ("similarity_before", ' stroke-dasharray="2 2"')):
-        points = [
-            f"{x(i + 0.5):.1f},{y(float(v)):.1f}" for i, v in enumerate(series.get(key, [])) if v is not None
-        ]
+    lines = (
+        ("similarity_after", series.similarity_after, ""),
+        ("similarity_before", series.similarity_before, ' stroke-dasharray="2 2"'),
+    )
+    for key, values, dash in lines:
+        points = [f"{x(i + 0.5):.1f},{y(float(v)):.1f}" for i, v in enumerate(values) if v is not None]
         if points:
             out.append(
                 f'<polyline points="{" ".join(points)}" fill="none" stroke="{LINE_COLOUR}" '
@@ -173,7 +179,7 @@ def _strip_chart(name: str, qc: Mapping[str, Any]) -> str:
             )
     band_y = top + plot_h + 4
     out.append(f'<text x="{label_w - 6}" y="{band_y + 11}" text-anchor="end">coverage</text>')
-    for a, b, state in _state_runs(series.get("coverage", {}), n):
+    for a, b, state in _state_runs(series.coverage, n):
         out.append(
             f'<rect x="{x(a):.1f}" y="{band_y}" width="{max(1.0, x(b) - x(a)):.1f}" height="{band_h}" '
             f'fill="{STATE_COLOURS[state]}"><title>{_e(state)} {numbers[a]}–{numbers[b - 1]}</title></rect>'

@@ -1,15 +1,46 @@
 """Per-shot and per-job summaries: what was rendered, how fast, on what.
 
 Plain dataclasses with ``to_dict`` (written as ``summary.json`` in the job's
-work area) and a fixed-width table for logs.
+work area), read by attribute by the report, and a fixed-width table for logs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from actors.results import ActorInfo, ChunkWatermark
+from pipeline.store.redact import redact
+
+if TYPE_CHECKING:
+    from pipeline.qc.analyze import ShotQC
 
 ShotStatus = Literal["pending", "published", "skipped", "failed"]
+
+
+def reported(value: float | None) -> float | None:
+    """A time or a rate as ``summary.json`` and the report give it: to 3 decimals (None stays None)."""
+    return None if value is None else round(value, 3)
+
+
+@dataclass(frozen=True)
+class WatermarkSummary:
+    """A shot's watermark: the payload (hex), the step (the strength used) and the source frames that got
+    it (``frames_marked`` of them, as inclusive ``[first, last]`` runs)."""
+
+    payload: str
+    step: float
+    frames_marked: int
+    frame_ranges: tuple[tuple[int, int], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "payload": self.payload,
+            "step": self.step,
+            "frames_marked": self.frames_marked,
+            "frame_ranges": [list(r) for r in self.frame_ranges],
+        }
 
 
 @dataclass
@@ -57,13 +88,12 @@ class ShotSummary:
     frames_reused: int = 0
     reused: bool = False
     """True when the published output of an earlier run of the same job was kept as it is."""
-    qc: dict[str, Any] | None = None
-    """``ShotQC.to_dict()``: the frames a supervisor should look at (None: QC did not run)."""
+    qc: ShotQC | None = None
+    """The frames a supervisor should look at (None: QC did not run); summary.json has its ``to_dict()``."""
     qc_failed: list[str] = field(default_factory=list)
     """QC reasons of ``qc.fail_on`` found in this shot: the job exits 1, the outputs stay published."""
-    watermark: dict[str, Any] | None = None
-    """With ``provenance.watermark``: ``payload`` (hex), ``step`` (the strength used), ``frames_marked``
-    and ``frame_ranges`` (inclusive ``[first, last]`` source frame numbers that got the mark)."""
+    watermark: WatermarkSummary | None = None
+    """With ``provenance.watermark``: which frames got the mark, and at what step."""
 
     @property
     def fps(self) -> float:
@@ -74,29 +104,36 @@ class ShotSummary:
             name = f"{prefix}{key}"
             self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + float(value)
 
-    def add_watermark(self, chunk: dict[str, Any] | None) -> None:
+    def add_watermark(self, chunk: ChunkWatermark | None) -> None:
         """Add a chunk's watermark record (``FrameMarker.record()``; None: the job has no watermark)."""
         if chunk is None:
             return
-        runs = sorted([list(r) for r in chunk["frames"]] + (self.watermark or {}).get("frame_ranges", []))
+        before = self.watermark.frame_ranges if self.watermark is not None else ()
+        runs = sorted([list(r) for r in chunk.frames] + [list(r) for r in before])
         merged: list[list[int]] = []
         for first, last in runs:
             if merged and first <= merged[-1][1] + 1:
                 merged[-1][1] = max(merged[-1][1], last)
             else:
                 merged.append([first, last])
-        self.watermark = {
-            "payload": chunk["payload"],
-            "step": chunk["step"],
-            "frames_marked": sum(last - first + 1 for first, last in merged),
-            "frame_ranges": merged,
-        }
+        self.watermark = WatermarkSummary(
+            payload=chunk.payload,
+            step=chunk.step,
+            frames_marked=sum(last - first + 1 for first, last in merged),
+            frame_ranges=tuple((first, last) for first, last in merged),
+        )
+
+    def reported_stages(self) -> dict[str, float]:
+        """``stage_seconds`` as ``summary.json`` and the report give them: sorted, to 4 decimals."""
+        return {k: round(v, 4) for k, v in sorted(self.stage_seconds.items())}
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["fps"] = round(self.fps, 3)
-        out["stage_seconds"] = {k: round(v, 4) for k, v in sorted(self.stage_seconds.items())}
-        out["seconds"] = round(self.seconds, 3)
+        out = asdict(dataclasses.replace(self, qc=None, watermark=None))
+        out["qc"] = self.qc.to_dict() if self.qc is not None else None
+        out["watermark"] = self.watermark.to_dict() if self.watermark is not None else None
+        out["fps"] = reported(self.fps)
+        out["stage_seconds"] = self.reported_stages()
+        out["seconds"] = reported(self.seconds)
         return out
 
 
@@ -108,7 +145,7 @@ class JobSummary:
     work_url: str
     shots: list[ShotSummary]
     actors: int = 0
-    actor_info: list[dict[str, Any]] = field(default_factory=list)
+    actor_info: list[ActorInfo] = field(default_factory=list)
     wall_seconds: float = 0.0
     setup_seconds: float = 0.0
     """From the start of the driver to warm actors (pack loaded, identities embedded)."""
@@ -146,26 +183,34 @@ class JobSummary:
         rendered = sum(s.frames_rendered for s in self.shots)
         return sum(s.frames_decoded for s in self.shots) / rendered if rendered else None
 
+    def redacted(self) -> JobSummary:
+        """A copy, every credential-looking string redacted as :func:`~pipeline.store.redact.redact` does
+        (its ``to_dict()`` is ``redact(self.to_dict())``): for the report, built while the job goes on."""
+        return _redacted(self)
+
     def to_dict(self) -> dict[str, Any]:
+        return {**self.job_dict(), "shots": [s.to_dict() for s in self.shots]}
+
+    def job_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` without ``shots`` (the job's own figures: the report's ``job``)."""
         return {
             "job_id": self.job_id,
             "ok": self.ok,
             "work_url": self.work_url,
             "actors": self.actors,
             "frames": self.frames,
-            "fps": round(self.fps, 3),
-            "wall_seconds": round(self.wall_seconds, 3),
-            "setup_seconds": round(self.setup_seconds, 3),
-            "first_analysis_seconds": _round(self.first_analysis_seconds),
-            "first_chunk_seconds": _round(self.first_chunk_seconds),
-            "decode_calls_per_frame": _round(self.decode_calls_per_frame),
-            "first_shot_seconds": _round(self.first_shot_seconds),
+            "fps": reported(self.fps),
+            "wall_seconds": reported(self.wall_seconds),
+            "setup_seconds": reported(self.setup_seconds),
+            "first_analysis_seconds": reported(self.first_analysis_seconds),
+            "first_chunk_seconds": reported(self.first_chunk_seconds),
+            "decode_calls_per_frame": reported(self.decode_calls_per_frame),
+            "first_shot_seconds": reported(self.first_shot_seconds),
             "started_at_epoch": self.started_at_epoch,
             "warnings": self.warnings,
             "failures": self.failures,
             "lease": self.lease,
-            "actor_info": self.actor_info,
-            "shots": [s.to_dict() for s in self.shots],
+            "actor_info": [a.to_dict() for a in self.actor_info],
         }
 
     def table(self) -> str:
@@ -194,7 +239,7 @@ class JobSummary:
             if s.watermark is not None:
                 w = s.watermark
                 lines.append(
-                    f"{'':<20} watermark {w['payload']} (step {w['step']:g}): {w['frames_marked']} frames marked"
+                    f"{'':<20} watermark {w.payload} (step {w.step:g}): {w.frames_marked} frames marked"
                 )
             if s.qc_failed:
                 lines.append(f"{'':<20} QC failed (qc.fail_on): {', '.join(s.qc_failed)}; output published")
@@ -209,5 +254,14 @@ class JobSummary:
         return "\n".join(lines)
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
+def _redacted[T](value: T) -> T:
+    """``value`` with its strings redacted: dataclasses rebuilt field by field, lists and tuples item by item,
+    anything else (strings, plain mappings of data, numbers) through :func:`redact`."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: _redacted(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **fields)
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]  # type: ignore[return-value]
+    if isinstance(value, tuple):
+        return type(value)(_redacted(v) for v in value)
+    return redact(value)

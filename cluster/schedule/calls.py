@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.results import SegmentResult
+from actors.results import SegmentResult, SequencePass, pass_sha256
 from cluster.schedule.shot_run import ChunkRender, ShotRun
 from cluster.schedule.work_queue import WorkItem
 from cluster.spec.job import JobSpec
@@ -16,13 +16,6 @@ from pipeline.video.encode import EncoderChoice
 
 def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResult:
     """A segment committed by an earlier run, as if just rendered."""
-    extra: dict[str, Any] = {"frame_files": list(record.frame_files)} if record.frame_files else {}
-    if record.passes:
-        extra["passes"] = dict(record.passes)
-    if record.qc:
-        extra["qc"] = list(record.qc)
-    if record.watermark is not None:
-        extra["watermark"] = record.watermark
     return SegmentResult(
         chunk_index=record.chunk,
         url=record.segment_url,
@@ -35,7 +28,10 @@ def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResul
         encoder=encoder.name,
         actor=record.actor or "manifest",
         wall_seconds=0.0,
-        extra=extra,
+        frame_files=record.frame_files,
+        passes=dict(record.passes),
+        qc=record.qc,
+        watermark=record.watermark,
     )
 
 
@@ -50,10 +46,10 @@ def segment_record(result: SegmentResult, key: str) -> RenderRecord:
         frames=result.frames,
         faces_swapped=result.faces_swapped,
         actor=result.actor,
-        frame_files=tuple(tuple(f) for f in result.extra.get("frame_files", ())),
-        passes=dict(result.extra.get("passes", {})),
-        qc=tuple(result.extra.get("qc", ())),
-        watermark=result.extra.get("watermark"),
+        frame_files=result.frame_files,
+        passes=dict(result.passes),
+        qc=result.qc,
+        watermark=result.watermark,
     )
 
 
@@ -61,7 +57,22 @@ def segment_sha256(segments: list[SegmentResult]) -> dict[str, str]:
     """URL -> recorded sha256 of every segment and pass segment of a video shot (checked at the merge)."""
     out = {s.url: s.sha256 for s in segments}
     for s in segments:
-        out.update({str(entry[0]): str(entry[2]) for entry in s.extra.get("passes", {}).values()})
+        out.update(pass_sha256(s.passes))
+    return out
+
+
+def sequence_frames(segments: list[SegmentResult], name: str | None = None) -> dict[int, tuple[str, int]]:
+    """Frame number -> (sha256, bytes) of every frame an image sequence's segments wrote: the output's
+    (``name`` None) or pass ``name``'s."""
+    out: dict[int, tuple[str, int]] = {}
+    for s in segments:
+        if name is None:
+            files = s.frame_files
+        elif isinstance(entry := s.passes[name], SequencePass):
+            files = entry.frames
+        else:
+            raise TypeError(f"chunk {s.chunk_index}: pass {name} is a video segment, not frames")
+        out.update({int(f.number): (f.sha256, f.bytes) for f in files})
     return out
 
 
@@ -112,6 +123,15 @@ def render_call(
     if run.shot.is_sequence:
         passes = run.shot.pass_urls
         return lambda actor: actor.render_frames.remote(
-            url, info, chunk, tasks, segment_url, faces, compression, passes
+            url,
+            info,
+            chunk,
+            tasks,
+            output_url=segment_url,
+            faces=faces,
+            compression=compression,
+            pass_urls=passes,
         )
-    return lambda actor: actor.render_chunk.remote(url, info, chunk, tasks, encoder, segment_url, faces)
+    return lambda actor: actor.render_chunk.remote(
+        url, info, chunk, tasks, encoder=encoder, segment_url=segment_url, faces=faces
+    )

@@ -37,6 +37,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from actors.results import ActorInfo
 from cluster.schedule.work_queue import WorkItem, WorkQueue
 from cluster.spec.job import DispatchOrder
 from pipeline.errors import RecastError
@@ -115,7 +116,7 @@ class Dispatcher:
         self._drained_since: float | None = None
         self.retries = 0
         self.assigned: dict[str, int] = {}
-        self.infos: dict[str, Any] = {}  # label -> value of its ready ref
+        self.infos: dict[str, ActorInfo] = {}  # label -> value of its ready ref
         self.ready_at: dict[str, float] = {}  # label -> perf_counter() when it became ready
         self.released: dict[str, float] = {}  # label -> perf_counter() when it was released
         self.setup_errors: dict[str, BaseException] = {}

@@ -24,7 +24,14 @@ from cluster.checks.prepare import PreparedJob
 from cluster.checks.provenance import JobProvenance
 from cluster.publish.merge import Published, Publisher
 from cluster.publish.sequences import complete_sequence
-from cluster.schedule.calls import analysis_item, render_item, reused_segment, segment_record, segment_sha256
+from cluster.schedule.calls import (
+    analysis_item,
+    render_item,
+    reused_segment,
+    segment_record,
+    segment_sha256,
+    sequence_frames,
+)
 from cluster.schedule.dispatch import Dispatcher, Elasticity, Outcome
 from cluster.schedule.observer import JobObserver, ShotSource
 from cluster.schedule.planner import ShotPlanner, ShotRenders
@@ -171,8 +178,12 @@ class JobLoop:
                 # Maybe transient (a storage hiccup); a deterministic failure fails again, and then the shot.
                 logger.warning(
                     "%s of %s chunk %d failed (attempt %d): %s; trying again",
-                    item.kind, item.shot, item.chunk, item.attempts, error,
-                )  # fmt: skip
+                    item.kind,
+                    item.shot,
+                    item.chunk,
+                    item.attempts,
+                    error,
+                )
                 self.dispatcher.submit(item)
                 self.observer.retried(item)
                 return
@@ -287,14 +298,8 @@ class JobLoop:
         ref, pass_urls = run.shot.ref, run.shot.pass_urls
         layers = [name for name in pass_urls if name != "tracks"]
         if run.shot.is_sequence:
-            written = {int(n): (h, b) for s in segments for n, h, b in s.extra.get("frame_files", ())}
-            passes = {
-                name: (
-                    pass_urls[name],
-                    {int(n): (h, b) for s in segments for n, h, b in s.extra["passes"][name][1]},
-                )
-                for name in layers
-            }
+            written = sequence_frames(segments)
+            passes = {name: (pass_urls[name], sequence_frames(segments, name)) for name in layers}
             self.merging[run.name] = self.publisher.submit_call(
                 complete_sequence, run.shot.info, ref.output_url, written, passes
             )
@@ -306,9 +311,9 @@ class JobLoop:
             ref.output_url,
             ref.url,
             self.provenance.signing(ref.output_url),
-            window,
-            {name: ([s.extra["passes"][name][0] for s in segments], pass_urls[name]) for name in layers},
-            segment_sha256(segments),
+            window=window,
+            passes={name: ([s.passes[name].url for s in segments], pass_urls[name]) for name in layers},
+            sha256=segment_sha256(segments),
         )
 
     def _finish_merge(self, run: ShotRun, future: Future[Published]) -> None:

@@ -12,9 +12,9 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from actors.results import ChunkAnalysis, SegmentResult
+from actors.results import ActorInfo, ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
 from cluster.report.build import actor_busy_ratios, build_report, write_report
 from cluster.report.metrics import JobMetrics
@@ -28,6 +28,9 @@ from pipeline.qc.config import QcConfig
 from pipeline.store import storage
 from pipeline.store.redact import redact
 from pipeline.video.probe import VideoInfo
+
+if TYPE_CHECKING:
+    from pipeline.qc.analyze import ShotQC
 
 QC_THUMBNAILS = 12
 """Flagged frames (the most severe first) that get before/after thumbnails in the report."""
@@ -111,13 +114,13 @@ class JobObserver:
         return time.perf_counter() - self.started
 
     # -- set-up
-    def actors_ready(self, infos: list[dict[str, Any]], actors: int) -> None:
+    def actors_ready(self, infos: list[ActorInfo], actors: int) -> None:
         summary = self.summary
         summary.actor_info = infos
         summary.actors = actors
         summary.setup_seconds = self.elapsed()
         for info in infos:
-            summary.warnings.extend(w for w in info.get("warnings", []) if w not in summary.warnings)
+            summary.warnings.extend(w for w in info.warnings if w not in summary.warnings)
 
     def warn(self, warnings: list[str]) -> None:
         self.summary.warnings.extend(warnings)
@@ -127,7 +130,7 @@ class JobObserver:
         self.shots[shot].encoder = encoder
         self.shots[shot].colour = colour.as_dict() if colour is not None else None
 
-    def actors_joined(self, infos: list[dict[str, Any]]) -> None:
+    def actors_joined(self, infos: list[ActorInfo]) -> None:
         """Actors that became ready after the warm-up (e.g. on new nodes)."""
         self.summary.actor_info.extend(infos)
 
@@ -218,7 +221,7 @@ class JobObserver:
         summary.frames_rendered += result.frames
         summary.frames_decoded += result.frames_decoded
         summary.frames_reused += result.frames_reused
-        summary.add_watermark(result.extra.get("watermark"))
+        summary.add_watermark(result.watermark)
         for role, providers in result.providers.items():
             summary.providers.setdefault(role, list(providers))
         self.metrics.chunk_done(shot, call_seconds, frames, result.faces_swapped, result.stage_seconds)
@@ -260,13 +263,13 @@ class JobObserver:
                 self.summary.warnings.append(f"thumbnails of {source.name}: {exc}")
         self.progress.shot_done(source.name)
 
-    def shot_qc(self, shot: str, qc: Any, config: QcConfig) -> None:
+    def shot_qc(self, shot: str, qc: ShotQC | None, config: QcConfig) -> None:
         """Record the shot's QC: numbers and review list in the summary, flagged frames in the metrics,
         the flagged frames among the thumbnails, and the reasons that fail the shot (``qc.fail_on``)."""
         if qc is None:
             return
         summary = self.shots[shot]
-        summary.qc = qc.to_dict()
+        summary.qc = qc
         summary.qc_failed = qc.failed(config)
         frames: dict[str, int] = {}
         for flag in qc.flags:
@@ -302,7 +305,7 @@ class JobObserver:
             self._reporting.result()
             self._reporting = None
         snapshot = (
-            redact(self.summary.to_dict()),
+            self.summary.redacted(),  # a copy: the report is built on a thread while the job goes on
             list(self.timeline),
             dict(self.thumbs),
             dict(self.shot_retries),

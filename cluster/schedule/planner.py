@@ -77,7 +77,17 @@ class ShotPlanner:
         if "tracks" in shot.pass_urls:
             parts = {t: summary.parts or (t,) for t, summary in face_plan.tracks.items()}
             identities = {t: summary.identity for t, summary in face_plan.tracks.items()}
-            records = list(track_frames(numbers, faces, track_ids, face_plan.tasks, parts, identities, {}))
+            records = list(
+                track_frames(
+                    numbers,
+                    faces,
+                    track_ids,
+                    face_plan.tasks,
+                    parts=parts,
+                    identities=identities,
+                    similarity={},
+                )
+            )
         qc = self._plan_qc(run, numbers, faces, track_ids, face_plan) if spec.qc.enabled else None
         frames_url = shot.ref.output_url if shot.is_sequence else None
         chunks = []
@@ -103,18 +113,19 @@ class ShotPlanner:
         face_plan: Any,
     ) -> Any:
         """QC's part that needs tracking and the plan (see :mod:`pipeline.qc`)."""
+        from pipeline.qc.analyze import ShotQCInputs
         from pipeline.qc.staged import plan_checks
 
         shot = run.shot
-        return plan_checks(
-            run.name,
-            numbers,
-            shot.plan.first_frame,
-            faces,
-            track_ids,
-            face_plan,
-            self.embeddings,
-            shot.settings.selection,
-            self.prepared.spec.qc,
-            [c.start_frame - shot.plan.first_frame for c in shot.plan.chunks],
+        inputs = ShotQCInputs(
+            shot=run.name,
+            numbers=numbers,
+            first=shot.plan.first_frame,
+            faces=faces,
+            track_ids=track_ids,
+            plan=face_plan,
+            references=self.embeddings,
+            selection=shot.settings.selection,
+            chunk_starts=[c.start_frame - shot.plan.first_frame for c in shot.plan.chunks],
         )
+        return plan_checks(inputs, self.prepared.spec.qc)

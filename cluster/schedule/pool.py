@@ -25,12 +25,13 @@ import logging
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ray
 
 from actors.render import RenderActor, RenderConfig, RenderWorker
+from actors.results import ActorInfo
 from cluster.schedule.dispatch import unwrap
 from pipeline.errors import RecastError, SpecError
 
@@ -137,11 +138,9 @@ def start_actor(config: RenderConfig, plan: PoolPlan, label: str, actor_class: A
     )
 
 
-def _describe(worker: RenderWorker) -> dict[str, Any]:
+def _describe(worker: RenderWorker) -> ActorInfo:
     """Runs on the actor: its ``info()`` plus the Ray node it was placed on."""
-    info = worker.info()
-    info["node_id"] = ray.get_runtime_context().get_node_id()
-    return info
+    return replace(worker.info(), node_id=ray.get_runtime_context().get_node_id())
 
 
 def ready_ref(handle: Any) -> Any:
@@ -152,7 +151,7 @@ def ready_ref(handle: Any) -> Any:
     return handle.__ray_call__.remote(_describe)
 
 
-def wait_first_ready(refs: Mapping[str, Any], timeout: float | None = None) -> dict[str, dict[str, Any]]:
+def wait_first_ready(refs: Mapping[str, Any], timeout: float | None = None) -> dict[str, ActorInfo]:
     """Wait until at least one actor is ready; the infos of every actor ready by then, by label.
 
     Actors still pending (no room on the cluster yet) are not waited for.  A
@@ -160,7 +159,7 @@ def wait_first_ready(refs: Mapping[str, Any], timeout: float | None = None) -> d
     """
     by_ref = {ref: label for label, ref in refs.items()}
     remaining = list(by_ref)
-    infos: dict[str, dict[str, Any]] = {}
+    infos: dict[str, ActorInfo] = {}
     first_error: BaseException | None = None
     while remaining and not infos:
         done, remaining = ray.wait(remaining, num_returns=1, timeout=timeout)
@@ -218,7 +217,7 @@ class ActorPool:
         self.actors.append((label, handle))
         return label, handle
 
-    def warm(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def warm(self) -> tuple[list[ActorInfo], dict[str, Any]]:
         """Wait for the first actor's set-up; (infos of the actors ready by then, ready refs of the others).
 
         A set-up error (pack, source face) is raised by name.  The others may

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cluster.schedule.shot_run import ShotRun
 from pipeline.qc.config import QcConfig
 from pipeline.qc.records import FaceMeasure
 from pipeline.store import storage
 
+if TYPE_CHECKING:
+    from pipeline.qc.analyze import ShotQC
+
 
 def measures_of(run: ShotRun) -> list[FaceMeasure]:
     """Every QC measure the actors took of the shot's faces (chunk by chunk, as recorded)."""
-    return [
-        FaceMeasure.from_dict(d) for c in run.shot.renders for d in run.segments[c.index].extra.get("qc", ())
-    ]
+    return [m for c in run.shot.renders for m in run.segments[c.index].qc]
 
 
-def finish_qc(run: ShotRun, measures: list[FaceMeasure], config: QcConfig) -> Any:
+def finish_qc(run: ShotRun, measures: list[FaceMeasure], config: QcConfig) -> ShotQC | None:
     """The shot's :class:`~pipeline.qc.analyze.ShotQC` (None when QC is off)."""
     if run.qc_plan is None:
         return None

@@ -113,6 +113,12 @@ def log_progress(runs: Sequence[ShotRun], dispatcher: Dispatcher, elapsed: float
     d = dispatcher
     logger.info(
         "progress: analysed %d/%d, rendered %d/%d frames (%.1f fps), %d in flight, %d pending, %d retries",
-        analysed, total, rendered, delivered, rendered / elapsed if elapsed > 0 else 0.0,
-        d.inflight, d.pending, d.retries,
-    )  # fmt: skip
+        analysed,
+        total,
+        rendered,
+        delivered,
+        rendered / elapsed if elapsed > 0 else 0.0,
+        d.inflight,
+        d.pending,
+        d.retries,
+    )

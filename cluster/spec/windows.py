@@ -56,8 +56,11 @@ def shot_window(info: VideoInfo, settings: ShotSettings, *, include_handles: boo
     if settings.handles and analysed != (start - settings.handles, end + settings.handles):
         logger.warning(
             "%s: %d handle frames asked, the source has only frames %d-%d",
-            info.url, settings.handles, first, last,
-        )  # fmt: skip
+            info.url,
+            settings.handles,
+            first,
+            last,
+        )
     delivered = analysed if include_handles else (start, end)
     return ShotWindow(analysed=analysed, delivered=delivered, frame_count=n)
 

@@ -222,5 +222,5 @@ class Ledger:
 
 def _without_credentials(record: RenderRecord) -> RenderRecord:
     """``record`` with no userinfo in its URLs: records are kept, and credentials come from the environment."""
-    passes = {name: [strip_userinfo(entry[0]), *entry[1:]] for name, entry in record.passes.items()}
+    passes = {name: dataclasses.replace(p, url=strip_userinfo(p.url)) for name, p in record.passes.items()}
     return dataclasses.replace(record, segment_url=strip_userinfo(record.segment_url), passes=passes)

@@ -335,23 +335,7 @@ class JobManifest:
         return found
 
     def write_render(self, shot: str, record: RenderRecord) -> None:
-        self._write_json(
-            self._url(shot, self._chunk_name("render", record.chunk)),
-            {
-                "chunk": record.chunk,
-                "key": record.key,
-                "segment_url": record.segment_url,
-                "sha256": record.sha256,
-                "bytes": record.bytes,
-                "frames": record.frames,
-                "faces_swapped": record.faces_swapped,
-                "actor": record.actor,
-                **({"frame_files": [list(f) for f in record.frame_files]} if record.frame_files else {}),
-                **({"passes": record.passes} if record.passes else {}),
-                **({"qc": list(record.qc)} if record.qc else {}),
-                **({"watermark": record.watermark} if record.watermark is not None else {}),
-            },
-        )
+        self._write_json(self._url(shot, self._chunk_name("render", record.chunk)), record.to_json())
 
     def published_output(self, shot: str, spec_key: str, output_url: str) -> dict[str, Any] | None:
         """The shot record if this job published ``output_url`` for ``spec_key`` and it is unchanged since."""

@@ -15,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from actors.results import ChunkPass, ChunkWatermark, FrameFile, SequencePass, VideoPass, pass_sha256
 from pipeline.errors import StorageError
+from pipeline.qc.records import FaceMeasure
 from pipeline.store import storage
 from pipeline.store.hashing import sha256_url
 
@@ -34,7 +36,7 @@ class SegmentHome:
 
 @dataclass(frozen=True)
 class RenderRecord:
-    """A committed segment."""
+    """A committed segment (the manifest's ``render-<chunk>.json``: :meth:`from_json`, :meth:`to_json`)."""
 
     chunk: int
     key: str
@@ -44,15 +46,13 @@ class RenderRecord:
     frames: int
     faces_swapped: int
     actor: str = ""
-    frame_files: tuple[tuple[int, str, int], ...] = ()
-    """Image sequences: (frame number, sha256, bytes) of every frame written (``segment_url`` is then
-    the output's frame pattern)."""
-    passes: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Compositing passes of the chunk: video, pass -> [segment URL, bytes, sha256]; image sequence,
-    pass -> [pattern URL, [[frame, sha256, bytes], ...]]."""
-    qc: tuple[dict[str, Any], ...] = ()
-    """QC measures of the chunk's replaced faces (:class:`pipeline.qc.records.FaceMeasure` dicts)."""
-    watermark: dict[str, Any] | None = None
+    frame_files: tuple[FrameFile, ...] = ()
+    """Image sequences: every frame written (``segment_url`` is then the output's frame pattern)."""
+    passes: dict[str, ChunkPass] = dataclasses.field(default_factory=dict)
+    """Compositing passes of the chunk: a segment each (video) or their frames (image sequence)."""
+    qc: tuple[FaceMeasure, ...] = ()
+    """QC measures of the chunk's replaced faces."""
+    watermark: ChunkWatermark | None = None
     """The chunk's watermark: payload, step and the marked frames' runs (:class:`actors.marking.FrameMarker`)."""
 
     @classmethod
@@ -61,9 +61,6 @@ class RenderRecord:
         passes, qc = record.get("passes", {}), record.get("qc", ())
         if not isinstance(passes, dict) or not isinstance(qc, (list, tuple)):
             raise TypeError("passes must be a mapping and qc a list")
-        watermark = record.get("watermark")
-        if watermark is not None and not isinstance(watermark, dict):
-            raise TypeError("watermark must be a mapping")
         return cls(
             chunk=index,
             key=key,
@@ -73,11 +70,34 @@ class RenderRecord:
             frames=int(record["frames"]),
             faces_swapped=int(record.get("faces_swapped", 0)),
             actor=str(record.get("actor", "")),
-            frame_files=tuple((int(n), _text(h), int(b)) for n, h, b in record.get("frame_files", ())),
+            frame_files=_frame_files(record.get("frame_files", ())),
             passes={str(name): _pass_entry(entry) for name, entry in passes.items()},
-            qc=tuple(qc),
-            watermark=watermark,
+            qc=tuple(_measure(m) for m in qc),
+            watermark=_watermark(record.get("watermark")),
         )
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored record (without ``version``): optional parts only when there are any."""
+        out: dict[str, Any] = {
+            "chunk": self.chunk,
+            "key": self.key,
+            "segment_url": self.segment_url,
+            "sha256": self.sha256,
+            "bytes": self.bytes,
+            "frames": self.frames,
+            "faces_swapped": self.faces_swapped,
+            "actor": self.actor,
+        }
+        if self.frame_files:
+            out["frame_files"] = [list(f) for f in self.frame_files]
+        if self.passes:
+            out["passes"] = {name: _pass_json(entry) for name, entry in self.passes.items()}
+        if self.qc:
+            out["qc"] = [m.to_dict() for m in self.qc]
+        if self.watermark is not None:
+            w = self.watermark
+            out["watermark"] = {"payload": w.payload, "step": w.step, "frames": [list(r) for r in w.frames]}
+        return out
 
     def files_intact(self) -> bool:
         """The segment (or every frame written), and every pass's, is there with the size the actor wrote."""
@@ -87,11 +107,10 @@ class RenderRecord:
         elif not _frames_intact(self.segment_url, self.frame_files):
             return False
         for entry in self.passes.values():
-            url, written = entry[0], entry[1]
-            if isinstance(written, int):
-                if storage.size(url) != written:
+            if isinstance(entry, VideoPass):
+                if storage.size(entry.url) != entry.bytes:
                     return False
-            elif not _frames_intact(url, [tuple(f) for f in written]):
+            elif not _frames_intact(entry.url, entry.frames):
                 return False
         return True
 
@@ -101,14 +120,14 @@ class RenderRecord:
             if self.segment_url != home.frames_url:
                 return self.segment_url
             for name, entry in self.passes.items():
-                if entry[0] != home.pass_urls.get(name):
-                    return str(entry[0])
+                if entry.url != home.pass_urls.get(name):
+                    return entry.url
             return None
         if home.folder is None or self.frame_files:
             return self.segment_url
-        for url in [self.segment_url, *(entry[0] for entry in self.passes.values())]:
+        for url in [self.segment_url, *(entry.url for entry in self.passes.values())]:
             if not is_file_in(url, home.folder):
-                return str(url)
+                return url
         return None
 
     def content_mismatch(self) -> str | None:
@@ -121,23 +140,16 @@ class RenderRecord:
         elif (bad := _frames_mismatch(self.segment_url, self.frame_files)) is not None:
             return bad
         for entry in self.passes.values():
-            url, written = entry[0], entry[1]
-            if isinstance(written, int):
-                if sha256_url(url) != entry[2]:
-                    return str(url)
-            elif (
-                bad := _frames_mismatch(url, [(int(n), str(h), int(b)) for n, h, b in written])
-            ) is not None:
+            if isinstance(entry, VideoPass):
+                if sha256_url(entry.url) != entry.sha256:
+                    return entry.url
+            elif (bad := _frames_mismatch(entry.url, entry.frames)) is not None:
                 return bad
         return None
 
     def file_sha256(self) -> dict[str, str]:
         """URL -> recorded sha256 of the segment and each pass segment (videos)."""
-        out = {self.segment_url: self.sha256}
-        for entry in self.passes.values():
-            if isinstance(entry[1], int):
-                out[str(entry[0])] = str(entry[2])
-        return out
+        return {self.segment_url: self.sha256, **pass_sha256(self.passes)}
 
 
 def is_file_in(url: str, folder: str) -> bool:
@@ -150,14 +162,45 @@ def is_file_in(url: str, folder: str) -> bool:
     return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\%\0")
 
 
-def _pass_entry(entry: Any) -> list[Any]:
-    """A pass's entry, checked: [segment URL, bytes, sha256] (video) or [pattern URL, [[frame, sha256,
+def _frame_files(files: Any) -> tuple[FrameFile, ...]:
+    """Stored ``[[number, sha256, bytes], ...]``, checked."""
+    return tuple(FrameFile(int(n), _text(h), int(b)) for n, h, b in files)
+
+
+def _pass_entry(entry: Any) -> ChunkPass:
+    """A pass's stored entry, checked: [segment URL, bytes, sha256] (video) or [pattern URL, [[frame, sha256,
     bytes], ...]] (image sequence)."""
     if isinstance(entry, list) and len(entry) == 3:
-        return [_text(entry[0]), int(entry[1]), _text(entry[2])]
+        return VideoPass(url=_text(entry[0]), bytes=int(entry[1]), sha256=_text(entry[2]))
     if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list):
-        return [_text(entry[0]), [[int(n), _text(h), int(b)] for n, h, b in entry[1]]]
+        return SequencePass(url=_text(entry[0]), frames=_frame_files(entry[1]))
     raise TypeError("a pass entry is [url, bytes, sha256] or [pattern, frames]")
+
+
+def _pass_json(entry: ChunkPass) -> list[Any]:
+    """A pass's stored entry (the inverse of :func:`_pass_entry`)."""
+    if isinstance(entry, VideoPass):
+        return [entry.url, entry.bytes, entry.sha256]
+    return [entry.url, [list(f) for f in entry.frames]]
+
+
+def _measure(value: Any) -> FaceMeasure:
+    if not isinstance(value, Mapping):
+        raise TypeError("a QC measure must be a mapping")
+    return FaceMeasure.from_dict(dict(value))
+
+
+def _watermark(value: Any) -> ChunkWatermark | None:
+    """A stored ``{"payload", "step", "frames": [[first, last], ...]}``, checked (None: none)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError("watermark must be a mapping")
+    step = value["step"]
+    if isinstance(step, bool) or not isinstance(step, (int, float)):
+        raise TypeError("watermark step must be a number")
+    frames = tuple((int(first), int(last)) for first, last in value["frames"])
+    return ChunkWatermark(payload=_text(value["payload"]), step=step, frames=frames)
 
 
 def _text(value: Any) -> str:
@@ -166,21 +209,21 @@ def _text(value: Any) -> str:
     return value
 
 
-def _frames_intact(pattern: str, files: Sequence[Sequence[Any]]) -> bool:
+def _frames_intact(pattern: str, files: Sequence[FrameFile]) -> bool:
     from pipeline.plates.sequence import list_frames, parse_sequence_url
 
     sizes = {f.number: f.size for f in list_frames(parse_sequence_url(pattern))}
-    return all(sizes.get(int(number)) == int(size) for number, _, size in files)
+    return all(sizes.get(f.number) == f.bytes for f in files)
 
 
-def _frames_mismatch(pattern: str, files: Sequence[tuple[int, str, int]]) -> str | None:
+def _frames_mismatch(pattern: str, files: Sequence[FrameFile]) -> str | None:
     from pipeline.plates.sequence import parse_sequence_url
 
     seq = parse_sequence_url(pattern)
-    for number, sha, _ in files:
-        url = seq.frame_url(number)
+    for f in files:
+        url = seq.frame_url(f.number)
         try:
-            if sha256_url(url) != sha:
+            if sha256_url(url) != f.sha256:
                 return url
         except StorageError:
             return url

@@ -34,7 +34,12 @@ def measure_render_reuse(
         for name in ("cache", "no_cache"):  # the first render takes the kept pictures; the second decodes
             started = time.perf_counter()
             result = worker.render_chunk(
-                clip, info, chunk, [[] for _ in range(n)], encoder, os.path.join(tmp, f"{name}.mp4")
+                clip,
+                info,
+                chunk,
+                [[] for _ in range(n)],
+                encoder=encoder,
+                segment_url=os.path.join(tmp, f"{name}.mp4"),
             )
             seconds = time.perf_counter() - started
             runs[name] = {

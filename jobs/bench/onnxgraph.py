@@ -50,7 +50,15 @@ class GraphBuilder:
         return outs[0]
 
     def conv(
-        self, x: str, cin: int, cout: int, k: int, hw_out: tuple[int, int], stride: int = 1, relu: bool = True
+        self,
+        x: str,
+        cin: int,
+        cout: int,
+        k: int,
+        hw_out: tuple[int, int],
+        *,
+        stride: int = 1,
+        relu: bool = True,
     ) -> str:
         w = self.weight((cout, cin, k, k), cin * k * k)
         b = self.const(np.zeros(cout, np.float32), "b")

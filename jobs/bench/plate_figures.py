@@ -232,7 +232,7 @@ def colour_case(
 
 
 def job_spec(
-    name: str, url: str, output: str, codec: str, settings: PlateSettings, source: str, cache: str
+    name: str, url: str, output: str, codec: str, settings: PlateSettings, *, source: str, cache: str
 ) -> dict:
     """One shot, one CPU actor with every core, the built-in pack."""
     work = os.path.join(settings.work, "job", name)
@@ -286,7 +286,8 @@ def job_runs(settings: PlateSettings, source: str, cache_dir: str) -> dict[str, 
         for name, (url, output, codec) in plates.items():
             logger.info("plates job: %s", name)
             run = run_recast(
-                job_spec(name, url, output, codec, settings, source, cache_dir), local_ray=settings.local_ray
+                job_spec(name, url, output, codec, settings, source=source, cache=cache_dir),
+                local_ray=settings.local_ray,
             )
             keep = (
                 "actors",

@@ -172,7 +172,7 @@ def run_recast(spec_data: dict, *, local_ray: bool) -> dict:
         "output_mb": shot.output_bytes / 1e6,
         "encoder": shot.encoder,
         "providers": shot.providers,
-        "quality": quality_of(shot.qc),
+        "quality": quality_of(shot.qc.to_dict() if shot.qc is not None else None),
     }
 
 

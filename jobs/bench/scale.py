@@ -68,12 +68,27 @@ def _video_info(name: str, settings: ScaleSettings) -> Any:
 
     frames = int(settings.chunks_per_shot * settings.chunk_seconds * settings.fps)
     return VideoInfo(
-        url=name, codec="prores", width=settings.width, height=settings.height, pix_fmt="yuv422p10le",
-        bit_depth=10, time_base=Fraction(1, settings.fps), frame_rate=Fraction(settings.fps), is_vfr=False,
-        frame_count=frames, pts=tuple(range(frames)), keyframes=tuple(range(frames)),
-        duration_seconds=frames / settings.fps, color_primaries=None, color_trc=None, colorspace=None,
-        color_range=None, rotation=0, timecode=None, audio=(),
-    )  # fmt: skip
+        url=name,
+        codec="prores",
+        width=settings.width,
+        height=settings.height,
+        pix_fmt="yuv422p10le",
+        bit_depth=10,
+        time_base=Fraction(1, settings.fps),
+        frame_rate=Fraction(settings.fps),
+        is_vfr=False,
+        frame_count=frames,
+        pts=tuple(range(frames)),
+        keyframes=tuple(range(frames)),
+        duration_seconds=frames / settings.fps,
+        color_primaries=None,
+        color_trc=None,
+        colorspace=None,
+        color_range=None,
+        rotation=0,
+        timecode=None,
+        audio=(),
+    )
 
 
 def scale_spec(settings: ScaleSettings) -> Any:
@@ -116,9 +131,17 @@ def prepare(settings: ScaleSettings, spec: Any, *, resumed: bool) -> Any:
         fingerprint = {"url": ref.url, "size": info.frame_count, "frames": info.frame_count}
         planned.append(planned_shot(keys, probed_shot(spec, ref, info), fingerprint))
     return PreparedJob(
-        spec=spec, work_url=work_url, manifest=JobManifest(work_url), planned=planned, skipped=[], reused=[],
-        keys=keys, shot_keys={p.ref.name: p.spec_key for p in planned}, resumed=resumed, consent_refs={},
-    )  # fmt: skip
+        spec=spec,
+        work_url=work_url,
+        manifest=JobManifest(work_url),
+        planned=planned,
+        skipped=[],
+        reused=[],
+        keys=keys,
+        shot_keys={p.ref.name: p.spec_key for p in planned},
+        resumed=resumed,
+        consent_refs={},
+    )
 
 
 def simulated_merge(
@@ -127,9 +150,9 @@ def simulated_merge(
     output_url: str,
     audio_url: str,
     signing: Any,
+    *,
     window: Any = None,
     segment_sha256: Any = None,
-    *,
     overwrite: bool = True,
 ) -> Any:
     """Publishes a stand-in output atomically: what the driver does around a merge, without the merge."""

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from actors.results import ChunkAnalysis, SegmentResult
+from actors.results import ActorInfo, ChunkAnalysis, PackInfo, SegmentResult
 from pipeline.geometry.types import Face
 from pipeline.store import storage
 from pipeline.video.chunking import Chunk
@@ -66,16 +66,22 @@ class SimulatedHostWorker:
         self.calls: list[tuple[int, str, str, int, float, float]] = []
         """(slot, kind, shot, chunk, start, end), times in ``time.time()`` seconds."""
 
-    async def describe(self, slot: int, label: str) -> dict[str, Any]:
-        return {
-            "label": label,
-            "host": "simulated",
-            "pid": os.getpid(),
-            "providers": {"swapper": ["Simulated"]},
-            "warnings": [],
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "slot": slot,
-        }
+    async def describe(self, slot: int, label: str) -> ActorInfo:
+        return ActorInfo(
+            label=label,
+            host="simulated",
+            pid=os.getpid(),
+            providers={"swapper": ["Simulated"]},
+            warnings=(),
+            nvdec=False,
+            pack=PackInfo(url="simulated", name="simulated", hash="simulated-pack"),
+            identities=("hero",),
+            encoders_built_in=(),
+            setup_seconds=0.0,
+            models_id=slot,  # one simulated actor per slot
+            chunks_done=0,
+            node_id=ray.get_runtime_context().get_node_id(),
+        )
 
     async def identity_embeddings(self) -> dict[str, np.ndarray]:
         vec = np.zeros(self.work.embedding_dim, np.float32)
@@ -104,6 +110,7 @@ class SimulatedHostWorker:
         info: VideoInfo,
         chunk: Chunk,
         tasks: list,
+        *,
         encoder: Any,
         segment_url: str,
         faces: Any = None,
@@ -141,8 +148,8 @@ class _Method:
     def __init__(self, host: Any, name: str, prefix: tuple[Any, ...]) -> None:
         self._host, self._name, self._prefix = host, name, prefix
 
-    def remote(self, *args: Any) -> Any:
-        return getattr(self._host, self._name).remote(*self._prefix, *args)
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._host, self._name).remote(*self._prefix, *args, **kwargs)
 
 
 class SimulatedActorHandle:

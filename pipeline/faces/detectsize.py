@@ -184,7 +184,7 @@ class DetectTiles:
             self.tile_calls += len(crops)
             for (x, y, tw_, th_), faces in zip(part, detector.detect_batch(crops)):
                 for f in faces:
-                    if _cut(f, x, y, tw_, th_, w, h):
+                    if _cut(f, x, y, tw_, th_, width=w, height=h):
                         continue
                     shift = np.array([x, y], np.float32)
                     box = f.box + np.concatenate([shift, shift])
@@ -192,7 +192,7 @@ class DetectTiles:
         return found
 
 
-def _cut(face: Face, x: int, y: int, tw: int, th: int, width: int, height: int) -> bool:
+def _cut(face: Face, x: int, y: int, tw: int, th: int, *, width: int, height: int) -> bool:
     """Whether ``face`` touches an edge of its tile that is not an edge of the frame."""
     x1, y1, x2, y2 = (float(v) for v in face.box)
     return (

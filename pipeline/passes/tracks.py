@@ -64,6 +64,7 @@ def track_frames(
     faces: Sequence[Sequence[Face]],
     track_ids: Sequence[Sequence[int]],
     tasks: Sequence[Sequence[FaceTask]],
+    *,
     parts: Mapping[int, Sequence[int]],
     identities: Mapping[int, str | None],
     similarity: Mapping[tuple[int, int], float],

@@ -143,6 +143,7 @@ def inspect_remote(
     path: str,
     url: str,
     size: int,
+    *,
     scratch: str,
     limits: InputLimits | None = None,
 ) -> Inspection:

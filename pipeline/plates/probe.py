@@ -144,7 +144,7 @@ def _inspect_all(frames: list[FrameFile], threads: int, limits: InputLimits | No
 
             def check(f: FrameFile) -> Inspection:
                 return inspect_remote(
-                    f.number, fs, storage.filesystem(f.url)[1], f.url, f.size, scratch, limits
+                    f.number, fs, storage.filesystem(f.url)[1], f.url, f.size, scratch=scratch, limits=limits
                 )
 
         with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="plate-probe") as pool:

@@ -10,6 +10,7 @@ the result as a :class:`ShotQC` (plain data, JSON through ``to_dict``).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,16 +53,20 @@ class QcSeries:
     flicker: list[float | None]
     seam: list[float | None]
 
+    def reported(self) -> QcSeries:
+        """These series as the summary and the report give them: measures to :data:`DIGITS` decimals."""
+        return QcSeries(
+            numbers=list(self.numbers),
+            similarity_after=_rounded(self.similarity_after),
+            similarity_before=_rounded(self.similarity_before),
+            coverage={k: list(v) for k, v in self.coverage.items()},
+            jitter=_rounded(self.jitter),
+            flicker=_rounded(self.flicker),
+            seam=_rounded(self.seam),
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "numbers": list(self.numbers),
-            "similarity_after": _rounded(self.similarity_after),
-            "similarity_before": _rounded(self.similarity_before),
-            "coverage": {k: list(v) for k, v in self.coverage.items()},
-            "jitter": _rounded(self.jitter),
-            "flicker": _rounded(self.flicker),
-            "seam": _rounded(self.seam),
-        }
+        return dataclasses.asdict(self.reported())
 
 
 @dataclass(frozen=True)
@@ -120,47 +125,52 @@ class ShotQC:
         }
 
 
-def _check(
-    numbers: Sequence[int],
-    faces: Sequence[Sequence[Face]],
-    track_ids: Sequence[Sequence[int]],
-    plan: ShotFacePlan,
-    chunk_starts: Sequence[int],
-) -> None:
-    n = len(numbers)
-    for name, value in (("faces", faces), ("track_ids", track_ids), ("plan.tasks", plan.tasks)):
-        if len(value) != n:
-            raise ValueError(f"analyze_shot: {name} has {len(value)} frames, numbers {n}")
-    if any(b <= a for a, b in itertools.pairwise(numbers)):
-        raise ValueError("analyze_shot: numbers must increase")
-    bad = [s for s in chunk_starts if not 0 <= s < max(n, 1)]
-    if bad:
-        raise ValueError(f"analyze_shot: chunk_starts {bad} outside 0-{n - 1}")
-
-
-def analyze_shot(
-    shot: str,
-    numbers: Sequence[int],
-    first: int,
-    faces: Sequence[Sequence[Face]],
-    track_ids: Sequence[Sequence[int]],
-    plan: ShotFacePlan,
-    measures: Sequence[FaceMeasure],
-    references: Mapping[str, np.ndarray],
-    selection: SelectionConfig,
-    config: QcConfig,
-    chunk_starts: Sequence[int],
-) -> ShotQC:
-    """QC of one shot: coverage, identity, identity switches, jitter, flicker and seams.
+@dataclass(frozen=True)
+class ShotQCInputs:
+    """What QC looks at in one shot, besides the actors' measures and the configuration.
 
     Analysed frame ``i`` is source position ``first + i`` and frame number ``numbers[i]``;
-    ``faces[i]``/``track_ids[i]`` its detections (with embeddings) and their tracker ids;
-    ``plan`` what was rendered; ``measures`` the actors' (``frame`` = source position,
-    ``track`` = plan track id); ``references`` identity name -> recognizer embedding (the
-    references of ``selection``, and the source identities for "before"); ``chunk_starts``
-    the analysed indices where render chunks begin.  Flags carry frame numbers.
+    ``faces[i]``/``track_ids[i]`` its detections (with embeddings, for the checks that compare
+    them) and their tracker ids; ``plan`` what was rendered; ``references`` identity name ->
+    recognizer embedding (the references of ``selection``, and the source identities for
+    "before"); ``chunk_starts`` the analysed indices where render chunks begin.
     """
-    _check(numbers, faces, track_ids, plan, chunk_starts)
+
+    shot: str
+    numbers: Sequence[int]
+    first: int
+    faces: Sequence[Sequence[Face]]
+    track_ids: Sequence[Sequence[int]]
+    plan: ShotFacePlan
+    references: Mapping[str, np.ndarray]
+    selection: SelectionConfig
+    chunk_starts: Sequence[int]
+
+    def check(self) -> None:
+        """ValueError when the frames do not line up (lengths, increasing numbers, chunk starts)."""
+        n = len(self.numbers)
+        for name, value in (
+            ("faces", self.faces),
+            ("track_ids", self.track_ids),
+            ("plan.tasks", self.plan.tasks),
+        ):
+            if len(value) != n:
+                raise ValueError(f"analyze_shot: {name} has {len(value)} frames, numbers {n}")
+        if any(b <= a for a, b in itertools.pairwise(self.numbers)):
+            raise ValueError("analyze_shot: numbers must increase")
+        bad = [s for s in self.chunk_starts if not 0 <= s < max(n, 1)]
+        if bad:
+            raise ValueError(f"analyze_shot: chunk_starts {bad} outside 0-{n - 1}")
+
+
+def analyze_shot(inputs: ShotQCInputs, measures: Sequence[FaceMeasure], config: QcConfig) -> ShotQC:
+    """QC of one shot: coverage, identity, identity switches, jitter, flicker and seams.
+
+    ``measures``: the actors' (``frame`` = source position, ``track`` = plan track id).
+    Flags carry frame numbers.
+    """
+    inputs.check()
+    numbers, first, plan, references = inputs.numbers, inputs.first, inputs.plan, inputs.references
     n = len(numbers)
     indexed: list[tuple[int, FaceMeasure]] = []
     for m in measures:
@@ -170,12 +180,12 @@ def analyze_shot(
                 f"analyze_shot: measure of source frame {m.frame} outside {first}-{first + n - 1}"
             )
         indexed.append((i, m))
-    tracks = ShotTracks.build(faces, track_ids, plan)
+    tracks = ShotTracks.build(inputs.faces, inputs.track_ids, plan)
     cover = coverage(plan, tracks, config)
     ident = identity_series(plan, tracks, indexed, references, config)
-    switches = identity_switches(plan, tracks, references, selection, config)
-    stable = stability(tracks, indexed, n, chunk_starts, config)
-    flags = merge_marks(shot, numbers, [*cover.marks, *ident.marks, *switches, *stable.marks])
+    switches = identity_switches(plan, tracks, references, inputs.selection, config)
+    stable = stability(tracks, indexed, n, inputs.chunk_starts, config)
+    flags = merge_marks(inputs.shot, numbers, [*cover.marks, *ident.marks, *switches, *stable.marks])
     per_track: dict[int, dict[str, Any]] = {}
     for tid, summary in sorted(plan.tracks.items()):
         if summary.identity is None:
@@ -200,5 +210,10 @@ def analyze_shot(
         int(numbers[s]): None if v is None else round(v, DIGITS) for s, v in stable.boundary_flicker.items()
     }
     return ShotQC(
-        shot=shot, first=first, flags=tuple(flags), series=series, tracks=per_track, boundaries=boundaries
+        shot=inputs.shot,
+        first=first,
+        flags=tuple(flags),
+        series=series,
+        tracks=per_track,
+        boundaries=boundaries,
     )

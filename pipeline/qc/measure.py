@@ -97,6 +97,7 @@ def add_identity(
     measures: list[FaceMeasure],
     outputs: Mapping[int, np.ndarray],
     tasks: Mapping[int, Sequence[FaceTask]],
+    *,
     every: int,
     embed: Callable[[np.ndarray], np.ndarray],
     crop_size: int,

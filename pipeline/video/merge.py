@@ -204,7 +204,17 @@ def merge_segments(
             )
 
         try:
-            frames = _write(local_out, fmt, segment_urls, paths, shifts, info, audio_source_url, span, window)
+            frames = _write(
+                local_out,
+                fmt,
+                segment_urls,
+                paths,
+                shifts,
+                info,
+                audio_source_url=audio_source_url,
+                span=span,
+                window=window,
+            )
         except (av.error.FFmpegError, OSError) as exc:
             raise MediaError(out_url, f"merge failed: {exc}") from exc
         size = os.path.getsize(local_out)
@@ -223,6 +233,7 @@ def _write(
     paths: Sequence[str],
     shifts: Sequence[Fraction],
     info: VideoInfo,
+    *,
     audio_source_url: str | None,
     span: Delivery,
     window: tuple[int, int] | None,

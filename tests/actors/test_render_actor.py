@@ -39,8 +39,8 @@ def test_actor_analyzes_and_renders_chunks(ray_s3, s3_bucket, tmp_path) -> None:
     )
     actor = RenderActor.options(num_cpus=1, runtime_env=ray_s3).remote(config, "a0")
     first = ray.get(actor.info.remote())
-    assert first["label"] == "a0" and first["identities"] == ["hero"]
-    assert "CPUExecutionProvider" in first["providers"]["detector"]
+    assert first.label == "a0" and first.identities == ("hero",)
+    assert "CPUExecutionProvider" in first.providers["detector"]
 
     info = probe(url)
     plan = plan_chunks(info, 1.0, min_seconds=1.0, snap_to_keyframes=False)
@@ -74,8 +74,8 @@ def test_actor_analyzes_and_renders_chunks(ray_s3, s3_bucket, tmp_path) -> None:
                 info,
                 c,
                 face_plan.for_range(c.start_frame, c.end_frame),
-                encoder,
-                f"{s3_bucket}/work/seg{c.index}.{encoder.container}",
+                encoder=encoder,
+                segment_url=f"{s3_bucket}/work/seg{c.index}.{encoder.container}",
             )
             for c in plan.chunks
         ]
@@ -100,8 +100,8 @@ def test_actor_analyzes_and_renders_chunks(ray_s3, s3_bucket, tmp_path) -> None:
 
     # The sessions were created once and served all four calls.
     last = ray.get(actor.info.remote())
-    assert last["models_id"] == first["models_id"] and last["pid"] == first["pid"]
-    assert last["setup_seconds"] == first["setup_seconds"] and last["chunks_done"] == 4
+    assert last.models_id == first.models_id and last.pid == first.pid
+    assert last.setup_seconds == first.setup_seconds and last.chunks_done == 4
     ray.kill(actor)
 
 

@@ -54,7 +54,7 @@ def test_a_gpu_actor_without_nvdec_reports_the_fallback_for_the_summary() -> Non
     # What a GPU actor whose NVDEC cannot run reports (the driver puts actors' warnings in the summary).
     info = RenderWorker(RenderConfig(decode=DecodeConfig(backend="auto")), "no-nvdec").info()
     line = f"NVDEC unavailable: {nvdec_runtime_problem()}; decoding with PyAV"
-    assert info["warnings"].count(line) == 1 and info["nvdec"] is False, info["warnings"]
+    assert info.warnings.count(line) == 1 and info.nvdec is False, info.warnings
 
 
 @nvdec_missing

@@ -134,7 +134,7 @@ def test_node_added_mid_job_takes_chunks(cluster, media, tmp_path) -> None:
     assert new_node.node_id not in first_nodes
 
     # Every actor that worked says where it ran.
-    node_of = {info["label"]: info["node_id"] for info in summary.actor_info}
+    node_of = {info.label: info.node_id for info in summary.actor_info}
     (shot,) = summary.shots
     assert shot.frames == FRAMES and shot.chunks == CHUNKS
     runs = [r for r in shot.timeline if r["ok"]]

@@ -93,7 +93,7 @@ def test_killed_actor_is_replaced_and_output_identical(media, reference, tmp_pat
         # Mid-job: the first analysis is committed, so both actors hold work.
         _wait_for(lambda: bool(records(work, "plate", "analysis")) and runner.summary.actor_info, thread)
         victim = runner.summary.actor_info[0]
-        os.kill(victim["pid"], signal.SIGKILL)
+        os.kill(victim.pid, signal.SIGKILL)
         killed_at = runner.elapsed()
         summary = _finish(thread, result)
     assert summary.ok, summary.table()
@@ -173,7 +173,7 @@ def test_lost_node_is_survived_and_output_identical(media, reference, tmp_path) 
         runner = JobRunner(parse_spec(data))
         thread, result = _run_in_thread(runner)
         _wait_for(lambda: bool(records(work, "plate", "analysis")) and runner.summary.actor_info, thread)
-        victim_node = runner.summary.actor_info[0]["node_id"]
+        victim_node = runner.summary.actor_info[0].node_id
         (lost,) = [w for w in workers if w.node_id == victim_node]
         cluster.remove_node(lost, allow_graceful=False)
         lost_at = runner.elapsed()

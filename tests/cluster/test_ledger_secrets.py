@@ -7,6 +7,7 @@ from pathlib import Path
 
 import fsspec
 
+from actors.results import VideoPass
 from cluster.state.keys import RenderKey, ShotKey
 from cluster.state.ledger import Ledger
 from cluster.state.manifest import JobManifest, RenderRecord
@@ -28,7 +29,15 @@ def test_records_keep_no_credentials(tmp_path: Path) -> None:
     work = tmp_path / "work"
     ledger = Ledger(JobManifest(str(work)), resumed=True)
     record = RenderRecord(
-        0, RenderKey("r"), segment, "0" * 64, 10, 24, 1, "actor-0", passes={"tracks": [tracks, 2, "1" * 64]}
+        0,
+        RenderKey("r"),
+        segment,
+        "0" * 64,
+        10,
+        24,
+        1,
+        "actor-0",
+        passes={"tracks": VideoPass(tracks, 2, "1" * 64)},
     )
     assert ledger.commit_segment("a", record) is None
     ledger.shot_published(

@@ -8,6 +8,7 @@ exactly that shot; the unchanged shot's published output is kept.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from actors.results import ChunkWatermark, FrameFile, SequencePass, VideoPass
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
 from cluster.spec.shot_refs import ShotRef
@@ -111,6 +113,50 @@ def test_records_commit_and_survive_only_intact(tmp_path) -> None:
     # A torn or foreign record is ignored, not an error.
     (tmp_path / "work" / "manifest" / "sc01" / "render-00001.json").write_text("{not json")
     assert manifest.read_render("sc01", 1, "key-r", home) is None
+
+
+def test_render_record_json_is_the_manifest_format() -> None:
+    """Typed in memory, the stored record keeps its format: passes as [url, bytes, sha256] (video) or
+    [pattern, [[number, sha256, bytes], ...]] (image sequence), QC measures and the watermark as dicts."""
+    stored = {
+        "chunk": 3,
+        "key": "k",
+        "segment_url": "/out/sh.####.exr",
+        "sha256": "a" * 64,
+        "bytes": 30,
+        "frames": 2,
+        "faces_swapped": 2,
+        "actor": "actor-1",
+        "frame_files": [[1001, "b" * 64, 10], [1002, "c" * 64, 20]],
+        "passes": {
+            "matte": ["/out/sh_matte.####.exr", [[1001, "d" * 64, 5], [1002, "e" * 64, 6]]],
+            "face": ["/work/segments/sh/00003-k.face.mov", 7, "f" * 64],
+        },
+        "qc": [
+            {
+                "frame": 4,
+                "track": 1,
+                "identity": "hero",
+                "similarity_after": None,
+                "out_grid": [0.5, 0.25],
+                "plate_grid": [0.5, 0.125],
+                "seam": 1.0,
+                "matte": 0.9,
+            }
+        ],
+        "watermark": {"payload": "0badf00d", "step": 32.0, "frames": [[1001, 1002]]},
+    }
+    record = RenderRecord.from_json(3, "k", stored)
+    matte, face = record.passes["matte"], record.passes["face"]
+    assert isinstance(matte, SequencePass) and matte.frames[1] == FrameFile(1002, "e" * 64, 6)
+    assert isinstance(face, VideoPass) and (face.bytes, face.sha256) == (7, "f" * 64)
+    assert record.frame_files[0].number == 1001 and record.qc[0].out_grid == (0.5, 0.25)
+    assert record.watermark == ChunkWatermark(payload="0badf00d", step=32.0, frames=((1001, 1002),))
+    assert json.loads(json.dumps(record.to_json())) == stored
+    assert record.file_sha256() == {
+        "/out/sh.####.exr": "a" * 64,
+        "/work/segments/sh/00003-k.face.mov": "f" * 64,
+    }
 
 
 def test_keys_change_with_exactly_what_they_depend_on(tmp_path) -> None:

@@ -76,7 +76,7 @@ def test_s3_sequence_survives_a_killed_actor(s3_bucket, ray_session, tmp_path) -
                 break
             time.sleep(0.2)
         assert thread.is_alive(), "the job ended before an actor could be killed"
-        os.kill(runner.summary.actor_info[0]["pid"], signal.SIGKILL)  # mid-sequence: frames are being written
+        os.kill(runner.summary.actor_info[0].pid, signal.SIGKILL)  # mid-sequence: frames are being written
         thread.join(timeout=300)
         summary = result["summary"]
         assert summary.ok, summary.table()

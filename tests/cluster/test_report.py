@@ -12,9 +12,13 @@ import cv2
 import numpy as np
 import pytest
 
+from actors.results import ActorInfo, ChunkWatermark, PackInfo
 from cluster.report.build import actor_busy_ratios, build_report, write_report
+from cluster.report.summary import JobSummary, ShotSummary
 from pipeline.errors import MediaError
+from pipeline.qc.analyze import ShotQC
 from pipeline.store import storage
+from pipeline.store.redact import redact
 from pipeline.thumbnails import Thumb, boundary_frames, thumbnails
 from pipeline.video.chunking import Chunk, ChunkPlan
 from pipeline.video.decode import decode_range
@@ -119,67 +123,48 @@ def test_ten_bit_and_rotated_sources_make_8_bit_upright_thumbnails(tmp_path: Pat
     assert _decode_jpeg(rthumb.after_jpeg).shape == (120, 90, 3)  # 160x120 shown as portrait
 
 
-def _summary(output_url: str) -> dict:
-    return {
-        "job_id": 'job-<7>&"x"',
-        "ok": False,
-        "work_url": "s3://bucket/work",
-        "actors": 2,
-        "frames": FRAMES,
-        "fps": 11.5,
-        "wall_seconds": 12.6,
-        "setup_seconds": 3.1,
-        "first_analysis_seconds": 4.0,
-        "first_chunk_seconds": 6.2,
-        "warnings": [
+def _summary(output_url: str) -> JobSummary:
+    return JobSummary(
+        job_id='job-<7>&"x"',
+        work_url="s3://bucket/work",
+        actors=2,
+        wall_seconds=12.6,
+        setup_seconds=3.1,
+        first_analysis_seconds=4.0,
+        first_chunk_seconds=6.2,
+        warnings=[
             "ONNX Runtime did not start CUDAExecutionProvider for swap.onnx; running on CPUExecutionProvider"
         ],
-        "actor_info": [],
-        "shots": [
-            {
-                "name": "sc010",
-                "url": "s3://bucket/src.mp4",
-                "output_url": output_url,
-                "status": "published",
-                "error": None,
-                "frames": FRAMES,
-                "chunks": 3,
-                "faces_detected": 0,
-                "faces_swapped": 0,
-                "tracks": 0,
-                "seconds": 9.8,
-                "stage_seconds": {
-                    "decode": 1.2,
-                    "detect": 3.4,
-                    "swap": 5.0,
-                    "encode": 0.8,
-                    "swap.model": 4.1,
-                },
-                "encoder": "libx264",
-                "providers": {
+        shots=[
+            ShotSummary(
+                name="sc010",
+                url="s3://bucket/src.mp4",
+                output_url=output_url,
+                status="published",
+                frames=FRAMES,
+                chunks=3,
+                seconds=9.8,
+                stage_seconds={"decode": 1.2, "detect": 3.4, "swap": 5.0, "encode": 0.8, "swap.model": 4.1},
+                encoder="libx264",
+                providers={
                     "swapper": ["CPUExecutionProvider"],
                     "detector": ["CUDAExecutionProvider", "CPUExecutionProvider"],
                 },
-                "chunk_actors": ["a0", "a1", "a0"],
-                "output_bytes": 12345,
-                "fps": 3.06,
-            },
-            {
-                "name": "<script>alert(1)</script>",
-                "url": "s3://bucket/b.mp4",
-                "output_url": "s3://bucket/out/b.mp4",
-                "status": "failed",
-                "error": "render of chunk 1 failed: <boom>",
-                "frames": 0,
-                "chunks": 2,
-                "seconds": 2.0,
-                "stage_seconds": {"decode": 0.5},
-                "encoder": None,
-                "providers": {},
-                "fps": 0.0,
-            },
+                chunk_actors=["a0", "a1", "a0"],
+                output_bytes=12345,
+            ),
+            ShotSummary(
+                name="<script>alert(1)</script>",
+                url="s3://bucket/b.mp4",
+                output_url="s3://bucket/out/b.mp4",
+                status="failed",
+                error="render of chunk 1 failed: <boom>",
+                chunks=2,
+                seconds=2.0,
+                stage_seconds={"decode": 0.5},
+            ),
         ],
-    }
+    )
 
 
 TIMELINE = [
@@ -200,6 +185,43 @@ TIMELINE = [
     {"actor": "a0", "shot": "sc010", "chunk": 1, "kind": "render", "start": 6.9, "end": 8.8, "attempt": 2},
     {"actor": "a1", "shot": "sc010", "chunk": 2, "kind": "render", "start": 7.0, "end": 8.5},
 ]
+
+
+def test_the_report_reads_a_redacted_copy_of_the_summary() -> None:
+    """``JobSummary.redacted()`` is what the report thread reads: a copy whose ``to_dict()`` is the
+    summary's redacted the way summary.json is, typed parts (actor info, QC, watermark) included."""
+    secret = "s3://AKIAIOSFODNN7EXAMPLE:pw@bucket/plates/a.mov"
+    summary = _summary("out.mp4")
+    summary.shots[0].url = secret
+    summary.shots[0].qc = _shot_qc()
+    summary.shots[0].add_watermark(ChunkWatermark(payload="0badf00d", step=32.0, frames=((0, 4), (6, 9))))
+    summary.actor_info.append(
+        ActorInfo(
+            label="actor-0",
+            host="h",
+            pid=1,
+            providers={"swapper": ["CPUExecutionProvider"]},
+            warnings=(f"could not read {secret}",),
+            nvdec=False,
+            pack=PackInfo(url="builtin:default", name="default", hash="0" * 64),
+            identities=("hero",),
+            encoders_built_in=("libx264",),
+            setup_seconds=1.0,
+            models_id=5,
+            chunks_done=0,
+            node_id="n0",
+        )
+    )
+    copy = summary.redacted()
+    assert copy.to_dict() == redact(summary.to_dict())
+    assert "AKIAIOSFODNN7EXAMPLE" not in json.dumps(copy.to_dict()) and summary.shots[0].url == secret
+    info = copy.to_dict()["actor_info"][0]
+    assert list(info)[-1] == "node_id" and info["pack"] == {
+        "url": "builtin:default",
+        "name": "default",
+        "hash": "0" * 64,
+    }
+    assert copy.to_dict()["shots"][0]["watermark"]["frame_ranges"] == [[0, 4], [6, 9]]
 
 
 def test_report_json_collects_warnings_retries_and_stages(rendered: tuple[str, str, VideoInfo]) -> None:
@@ -299,9 +321,9 @@ QC_PROBE = """JSON.stringify((() => {
 })())"""
 
 
-def _shot_qc() -> dict:
+def _shot_qc() -> ShotQC:
     """A QC result as the driver stores it: flags on frames 5-7 (no thumbnail), 11-12 and 23."""
-    from pipeline.qc.analyze import QcSeries, ShotQC
+    from pipeline.qc.analyze import QcSeries
     from pipeline.qc.records import Flag
 
     coverage = {s: [0] * FRAMES for s in ("replaced", "bridged", "hidden", "unreplaced")}
@@ -334,26 +356,24 @@ def _shot_qc() -> dict:
         flicker=[5.0 if t == 12 else 0.0 for t in range(FRAMES)],
         seam=[1.1] * FRAMES,
     )
-    return ShotQC("sc010", 0, flags, series, {0: {"identity": "anna"}}, {12: 5.0, 24: 0.0}).to_dict()
+    return ShotQC("sc010", 0, flags, series, {0: {"identity": "anna"}}, {12: 5.0, 24: 0.0})
 
 
 def test_report_qc_section_lists_frames_to_review_in_chromium(
     rendered: tuple[str, str, VideoInfo], tmp_path: Path
 ) -> None:
-    from cluster.report.summary import ShotSummary
-
     source, output, info = rendered
     thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(_plan(info, BOUNDS)))}
     summary = _summary(output)
     qc = _shot_qc()
     # The summary carries the QC as it is (summary.json, then report.json).
     shot_summary = ShotSummary(name="sc010", url="u", output_url=output, qc=qc)
-    assert json.loads(json.dumps(shot_summary.to_dict()))["qc"] == qc
-    summary["shots"][0]["qc"] = qc
+    assert json.loads(json.dumps(shot_summary.to_dict()))["qc"] == qc.to_dict()
+    summary.shots[0].qc = qc
     report, page = build_report(summary, thumbs=thumbs, timeline=TIMELINE)
     json_url, html_url = write_report(str(tmp_path / "job"), report, page)
     shot = json.loads(storage.read_bytes(json_url))["shots"][0]
-    assert shot["qc"] == qc
+    assert shot["qc"] == json.loads(json.dumps(qc.to_dict()))
     # Worst first; a thumbnail where the report has one inside the flag's frames.
     assert [(r["reason"], r["thumbnail"]) for r in shot["review"]] == [
         ("unreplaced", None),

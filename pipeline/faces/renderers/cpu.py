@@ -96,7 +96,9 @@ class FaceRenderer(RendererBase):
             if self.config.color_match:
                 result = match_color(result, crops8[k], self._inner)
             mask = None if masks is None else masks[k]
-            self._paste(out[item.frame], item, crops[k], result, crops8[k], mask, matte[item.frame])
+            self._paste(
+                out[item.frame], item, crops[k], result, crops8[k], mask=mask, matte=matte[item.frame]
+            )
         self.stage_seconds["paste"] += time.perf_counter() - started
 
         if self.config.enhance:
@@ -110,6 +112,7 @@ class FaceRenderer(RendererBase):
         crop: np.ndarray,
         result8: np.ndarray,
         crop8: np.ndarray,
+        *,
         mask: np.ndarray | None,
         matte: np.ndarray | None,
     ) -> None:
@@ -179,5 +182,7 @@ class FaceRenderer(RendererBase):
         blend = self.config.enhance_blend
         for k, region in enumerate(regions):
             result = crops8[k].astype(np.float32) * (1.0 - blend) + enhanced[k].astype(np.float32) * blend
-            self._paste(out[region.frame], region, crops[k], result, crops8[k], None, matte[region.frame])
+            self._paste(
+                out[region.frame], region, crops[k], result, crops8[k], mask=None, matte=matte[region.frame]
+            )
         self.stage_seconds["paste"] += time.perf_counter() - started

@@ -223,7 +223,7 @@ class DeviceFaceRenderer(RendererBase):
         started = self._clock()
         result8 = match_color(swapped8, crop8, self._inner) if self.config.color_match else swapped8
         full = crop_full + (result8 - crop8) * (top / 255.0) if deep else result8
-        paste_faces(work, items, full, self._alpha, top, self._upload, matte)
+        paste_faces(work, items, full, self._alpha, top, self._upload, matte=matte)
         self.stage_seconds["paste"] += self._clock() - started
 
         if self.enhancer is not None:
@@ -258,7 +258,7 @@ class DeviceFaceRenderer(RendererBase):
         result8 = crop8 * (1.0 - blend) + enhanced8 * blend
         full = crop_full + (result8 - crop8) * (top / 255.0) if deep else result8
         assert self._enhance_alpha is not None
-        paste_faces(work, regions, full, self._enhance_alpha, top, self._upload, matte)
+        paste_faces(work, regions, full, self._enhance_alpha, top, self._upload, matte=matte)
         self.stage_seconds["paste"] += self._clock() - started
 
     # ------------------------------------------------------------------ helpers

@@ -82,6 +82,7 @@ def paste_faces(
     alpha: torch.Tensor,
     top: float,
     upload: Upload,
+    *,
     matte: torch.Tensor | None = None,
 ) -> None:
     """Blend each face's ``full`` (F, 3, S, S, frame value scale) into ``work`` in place, in order.

@@ -42,7 +42,17 @@ def test_records_states_and_chan_lines() -> None:
     track_ids = [[7] if f else [] for f in faces]
     # frame 3: not detected but bridged (a task); frame 5: detected but not replaced
     tasks = [[FaceTask(1, "hero", box, m.astype(np.float32))] if i != 5 else [] for i, m in enumerate(marks)]
-    records = list(track_frames(numbers, faces, track_ids, tasks, {1: (7,)}, {1: "hero"}, {(1, 2): 0.71}))
+    records = list(
+        track_frames(
+            numbers,
+            faces,
+            track_ids,
+            tasks,
+            parts={1: (7,)},
+            identities={1: "hero"},
+            similarity={(1, 2): 0.71},
+        )
+    )
     assert [r.frame for r in records] == numbers
     assert [r.state for r in records] == ["detected"] * 3 + ["bridged", "detected", "missing"]
     assert records[2].similarity == 0.71 and records[3].landmarks_raw is None

@@ -10,7 +10,7 @@ import numpy as np
 from pipeline.faces.analyze import FaceAnalyzer
 from pipeline.faces.config import SelectionConfig
 from pipeline.geometry.types import Face
-from pipeline.qc.analyze import ShotQC, analyze_shot
+from pipeline.qc.analyze import ShotQC, ShotQCInputs, analyze_shot
 from pipeline.qc.config import QcConfig
 from pipeline.qc.records import GRID, FaceMeasure
 from pipeline.tracking.faceplan import ShotFacePlan, plan_shot
@@ -58,19 +58,18 @@ def qc(
     chunk_starts: Sequence[int] = (0,),
     plan: ShotFacePlan | None = None,
 ) -> ShotQC:
-    return analyze_shot(
-        "sh010",
-        shot.numbers,
-        FIRST_POSITION,
-        shot.faces,
-        shot.track_ids,
-        plan or shot.plan,
-        measures,
-        refs or {},
-        selection,
-        config or QcConfig(),
-        chunk_starts,
+    inputs = ShotQCInputs(
+        shot="sh010",
+        numbers=shot.numbers,
+        first=FIRST_POSITION,
+        faces=shot.faces,
+        track_ids=shot.track_ids,
+        plan=plan or shot.plan,
+        references=refs or {},
+        selection=selection,
+        chunk_starts=chunk_starts,
     )
+    return analyze_shot(inputs, measures, config or QcConfig())
 
 
 def still_measures(
