@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from actors.rendering import Rendered
+from actors.batches import Rendered
 from actors.results import FrameFile
 from pipeline.errors import RecastError
 from pipeline.stages import OrderedPool, StageTimes, run_stages

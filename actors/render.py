@@ -34,12 +34,12 @@ import numpy as np
 import ray
 from pydantic import Field
 
+from actors.batches import BatchRenderer, IdentityCheck
 from actors.chunkframes import ChunkFrames
 from actors.consent import PictureEmbeddings
 from actors.marking import FrameMarker
 from actors.output import redact_actor_output
 from actors.plates import PlateFrames, frames_writer
-from actors.rendering import BatchRenderer, IdentityCheck
 from actors.results import (
     ActorInfo,
     ChunkAnalysis,

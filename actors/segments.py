@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
-from actors.rendering import Rendered
+from actors.batches import Rendered
 from actors.results import VideoPass
 from pipeline.colour import ColourTags, written_tags
 from pipeline.passes.layers import video_pass_frames
