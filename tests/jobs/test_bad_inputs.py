@@ -27,7 +27,7 @@ import yaml
 from cluster.state.fingerprints import stat_fingerprint
 from jobs.render import EXIT_BAD_INPUT, EXIT_RENDER_FAILED, main
 from tests.clips import write_audio
-from tests.cluster.faultjobs import job_spec, make_media, tmp_files
+from tests.faultjobs import job_spec, make_media, tmp_files
 from tests.raytools import RAY_ENV, REPO, free_port
 
 KEEP = b"an editor's file that must not change"

@@ -16,8 +16,8 @@ import ray
 import yaml
 
 from jobs.render import EXIT_BAD_INPUT, main
-from tests.cluster.faultjobs import job_spec, make_media, tmp_files
-from tests.pipeline.test_probe_limits import wide_video
+from tests.faultjobs import job_spec, make_media, tmp_files
+from tests.pipeline.video.test_probe_limits import wide_video
 
 KEEP = b"an editor's file that must not change"
 

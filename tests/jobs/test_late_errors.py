@@ -18,8 +18,8 @@ import yaml
 
 from jobs import detect_watermark, verify
 from jobs.render import EXIT_BAD_INPUT, main
-from tests.cluster.faultjobs import job_spec, make_media
 from tests.faces_data import astronaut
+from tests.faultjobs import job_spec, make_media
 from tests.pipeline.provenance.test_credentials import signed  # noqa: F401 - fixture
 from tests.plates import write_sequence
 from tests.raytools import REPO

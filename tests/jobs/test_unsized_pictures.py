@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from jobs.render import EXIT_BAD_INPUT
-from tests.cluster.faultjobs import job_spec
+from tests.faultjobs import job_spec
 from tests.jobs.test_bounded_inputs import dest, media, refused, run  # noqa: F401 - fixtures
 from tests.pipeline.test_read_bounds import radiance_hdr
 

@@ -17,9 +17,9 @@ from cluster.spec.job import load_spec
 from jobs import detect_watermark, verify
 from jobs.render import EXIT_BAD_INPUT, main
 from pipeline.errors import SpecError
-from tests.cluster.faultjobs import job_spec, make_media, tmp_files
+from tests.faultjobs import job_spec, make_media, tmp_files
 from tests.jobs.test_bounded_inputs import KEEP, dest  # noqa: F401 - the fixture
-from tests.pipeline.test_untrusted_documents import laughs
+from tests.pipeline.store.test_untrusted_documents import laughs
 
 SECRETS = ("hunter2", "SECRETTAIL", "svcuser")
 

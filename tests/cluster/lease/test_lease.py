@@ -294,7 +294,7 @@ def test_lease_settings_default_and_apply() -> None:
 def test_render_refuses_a_held_work_area_before_ray(tmp_path, capsys, no_ray) -> None:
     """``python -m jobs.render`` on a work area another driver holds: exit 2, holder named, nothing written."""
     from jobs.render import EXIT_BAD_INPUT, main
-    from tests.cluster.faultjobs import job_spec, make_media
+    from tests.faultjobs import job_spec, make_media
 
     media = make_media(str(tmp_path / "media"))
     out = tmp_path / "out"

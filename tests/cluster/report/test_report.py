@@ -20,7 +20,7 @@ from pipeline.video.chunking import Chunk, ChunkPlan
 from pipeline.video.decode import decode_range
 from pipeline.video.probe import VideoInfo, probe
 from tests.clips import ClipSpec, read_index, write_clip
-from tests.cluster.browser import check_page, find_chromium
+from tests.cluster.report.browser import check_page, find_chromium
 
 FRAMES = 30
 BOUNDS = (0, 12, 24, FRAMES)  # three chunks

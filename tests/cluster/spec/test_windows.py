@@ -9,7 +9,7 @@ from cluster.spec.shot_refs import expand_shots
 from cluster.spec.windows import render_chunks, shot_window
 from pipeline.errors import SpecError
 from pipeline.video.chunking import plan_chunks
-from tests.pipeline.test_chunking import _info
+from tests.pipeline.video.test_chunking import _info
 
 
 def spec(tmp_path, shots: list[dict], **extra) -> dict:

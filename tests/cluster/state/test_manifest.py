@@ -1,21 +1,14 @@
 """The job manifest: exact round trips, commits that survive only intact, and reuse by key.
 
-The last test runs real jobs on a local Ray: resubmitting with a changed
-render setting redoes every render but no analysis; a changed source redoes
-exactly that shot; the unchanged shot's published output is kept.
+Real jobs resubmitted with a changed setting or source are ``tests/integration/jobs/test_manifest_job.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-from pathlib import Path
 
 import numpy as np
-import pytest
 
-from cluster.driver import run_job
 from cluster.spec.job import parse_spec
 from cluster.spec.shot_refs import ShotRef
 from cluster.state.keys import JobKeys
@@ -28,11 +21,9 @@ from cluster.state.manifest import (
     faces_to_npz,
     tasks_digest,
 )
-from jobs.demo_media import make_face_clip
 from pipeline.geometry.types import Face, FaceTask
 from pipeline.video.chunking import Chunk, ChunkPlan
 from pipeline.video.encode import EncoderChoice
-from tests.cluster.faultjobs import job_spec, make_media, records
 
 
 def _faces(seed: int) -> list[list[Face]]:
@@ -154,51 +145,3 @@ def test_keys_change_with_exactly_what_they_depend_on(tmp_path) -> None:
     shot_key = keys(spec).shot(ref, fp, plan)
     assert shot_key != keys(retracked).shot(ref, fp, plan)
     assert shot_key != keys(enhanced).shot(ref, fp, plan)
-
-
-@pytest.fixture(scope="module")
-def media(tmp_path_factory) -> dict[str, str]:
-    root = tmp_path_factory.mktemp("manifest-media")
-    out = make_media(str(root))
-    out["other"] = make_face_clip(str(root / "other.mp4"), seconds=2.0, width=240, height=180, gop=24)
-    return out
-
-
-@pytest.mark.ray
-def test_changed_spec_or_source_redoes_exactly_the_affected_work(media, tmp_path, ray_session) -> None:
-    out = str(tmp_path / "out")
-    work = os.path.join(out, ".recast-work", "invalidate")
-    shot_b = str(tmp_path / "b.mp4")
-    shutil.copyfile(media["other"], shot_b)
-
-    def spec(**faces):
-        data = job_spec(media, out, "invalidate")
-        data["shots"] = [{"name": "a", "url": media["other"]}, {"name": "b", "url": shot_b}]
-        data["output"]["if_exists"] = "overwrite"
-        data["faces"] = {"batch_size": 4, **faces}
-        return parse_spec(data)
-
-    with ray_session.use():
-        first = {s.name: s for s in run_job(spec()).shots}
-        assert all(
-            s.status == "published" and s.analyses_run == 2 and s.chunks_rendered == 2 for s in first.values()
-        )
-        output_a = Path(out, "a.mp4").read_bytes()
-
-        # A render-only setting: every segment again, no analysis again.
-        second = {s.name: s for s in run_job(spec(mask_blur=0.2)).shots}
-        for s in second.values():
-            assert (s.analyses_reused, s.analyses_run, s.chunks_reused, s.chunks_rendered) == (2, 0, 0, 2), s
-        assert Path(out, "a.mp4").read_bytes() != output_a
-        output_a = Path(out, "a.mp4").read_bytes()
-        renders = {k: v["key"] for k, v in records(work, "a", "render").items()}
-
-        # Shot b's source is replaced: b is redone from analysis, a is kept as published.
-        make_face_clip(shot_b, seconds=2.0, width=240, height=180, gop=24, timecode="02:00:00:00")
-        third = {s.name: s for s in run_job(spec(mask_blur=0.2)).shots}
-    assert third["a"].reused and third["a"].status == "published" and third["a"].chunks_rendered == 0
-    assert Path(out, "a.mp4").read_bytes() == output_a
-    assert {k: v["key"] for k, v in records(work, "a", "render").items()} == renders
-    b = third["b"]
-    assert b.status == "published" and not b.reused
-    assert (b.analyses_reused, b.analyses_run, b.chunks_reused, b.chunks_rendered) == (0, 2, 0, 2)

@@ -35,7 +35,7 @@ from pipeline.store.hashing import fetch_verified
 from pipeline.tracking.tracker import TrackingConfig, track_chunk
 from pipeline.video.probe import probe
 from tests.clips import with_timecode
-from tests.cluster.faultjobs import job_spec, make_media
+from tests.faultjobs import job_spec, make_media
 from tests.plates import write_sequence
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.raytools import REPO
 
 
 @pytest.mark.timeout(120)
@@ -21,7 +21,7 @@ def test_bench_gpu_tiny_writes_every_row(tmp_path: Path, no_ray: None) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "jobs.benchmark", "--gpu", "--tiny", "--seconds", "1", "--out", str(out)],
         check=False,
-        cwd=ROOT,
+        cwd=REPO,
         env=env,
         capture_output=True,
         text=True,

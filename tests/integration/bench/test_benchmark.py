@@ -12,15 +12,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.raytools import RAY_ENV
+from tests.raytools import RAY_ENV, REPO
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # starts its own Ray instance
 
-REPO = Path(__file__).resolve().parents[2]
 STAGES = {"decode", "detect+recog", "align", "swap", "enhance", "paste", "encode"}
 
 

@@ -14,8 +14,7 @@ from jobs.bench.quality import qc_cost, quality_of
 from jobs.bench.scenarios import SCENARIOS
 from jobs.bench.settings import TINY, Settings
 from jobs.benchmark import main, parse_settings
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.raytools import REPO
 
 
 def test_flags_become_settings(no_ray: None) -> None:

@@ -24,7 +24,7 @@ import yaml
 
 from cluster.driver import JobRunner, run_job
 from cluster.spec.job import parse_spec
-from tests.cluster.faultjobs import corrupt_middle, job_spec, make_media, records, sha256_file, tmp_files
+from tests.faultjobs import corrupt_middle, job_spec, make_media, records, sha256_file, tmp_files
 from tests.raytools import RAY_ENV, REPO
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

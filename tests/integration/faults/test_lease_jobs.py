@@ -30,7 +30,7 @@ import yaml
 
 from cluster.lease.acquire import Holder
 from pipeline.store import storage
-from tests.cluster.faultjobs import job_spec, make_media, sha256_file, tmp_files
+from tests.faultjobs import job_spec, make_media, sha256_file, tmp_files
 from tests.raytools import RAY_ENV, REPO, Head, ray_head
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

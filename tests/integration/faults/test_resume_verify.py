@@ -23,7 +23,7 @@ from cluster.spec.job import parse_spec
 from cluster.state.manifest_sign import MANIFEST_KEY_ENV
 from pipeline.errors import MediaError
 from tests.clips import with_timecode
-from tests.cluster.faultjobs import job_spec, make_media, records, sha256_file
+from tests.faultjobs import job_spec, make_media, records, sha256_file
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 CHUNKS = 3

@@ -20,7 +20,7 @@ from jobs.demo_media import write_source_image
 from pipeline.errors import SpecError
 from pipeline.video.decoders import DecodeConfig, nvdec_runtime_problem
 from tests.clips import ClipSpec, write_clip
-from tests.cluster.test_driver import decoded_indices
+from tests.integration.jobs.test_driver import decoded_indices
 
 nvdec_missing = pytest.mark.skipif(
     importlib.util.find_spec("PyNvVideoCodec") is not None and torch.cuda.is_available(),

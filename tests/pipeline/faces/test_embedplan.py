@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.embedplan import EmbedSchedule
 from pipeline.geometry.types import Face
-from tests.pipeline.test_faceplan import assert_tasks_identical, chunked_plan_from_faces
+from tests.pipeline.tracking.test_faceplan import assert_tasks_identical, chunked_plan_from_faces
 from tests.tracking_media import (
     chunk_bounds,
     crossing_shot,

@@ -89,7 +89,7 @@ def test_adapter_raises_similarity_to_its_identity_on_held_out_frames(default_mo
     assert (tuned > base).all(), (base, tuned)  # every held-out frame, not just on average
 
     # The adapter is per identity: in a job another identity is served without it (identical to
-    # the base, see tests/cluster/test_lora_job.py).  Even applied to that identity by mistake
+    # the base, see tests/integration/jobs/test_lora_job.py).  Even applied to that identity by mistake
     # it moves its swaps' similarity to that identity by little.
     other_base = sface(swap(held_out, embed512(other), None)) @ ref_other
     other_tuned = sface(swap(held_out, embed512(other), adapter)) @ ref_other

@@ -18,6 +18,7 @@ from pipeline.video.chunking import plan_chunks
 from pipeline.video.decode import decode_range
 from pipeline.video.probe import probe
 from tests.clips import ClipSpec, clips_fixture, write_audio, write_clip  # noqa: F401
+from tests.raytools import REPO
 
 
 def test_zero_byte_and_not_media(tmp_path) -> None:
@@ -105,17 +106,16 @@ def test_permission_denied(clips, tmp_path) -> None:
         "import sys\nfrom pipeline.video.probe import probe\nfrom pipeline.errors import StorageError\n"
         "try:\n    probe(sys.argv[1])\nexcept StorageError as e:\n    print(e)\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
         done = subprocess.run(
             [sys.executable, "-c", code, str(path)],
-            cwd=root,
+            cwd=REPO,
             user=65534,
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
-            env={**os.environ, "PYTHONPATH": root},
+            env={**os.environ, "PYTHONPATH": str(REPO)},
         )
     except PermissionError:
         pytest.skip("cannot switch to an unprivileged user here")
