@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from jobs.demo_media import mux_mono_audio
+from pipeline.video.probe import VideoInfo
 
 BITS = 12
 COLS, ROWS = 6, 2  # 12 blocks in the top half
@@ -102,6 +103,12 @@ def read_index(rgb: np.ndarray) -> int:
         if block.mean() / scale > 128:
             value |= 1 << bit
     return value
+
+
+def decoded_indices(url: str) -> list[int]:
+    """The frame-index picture's index of every frame decoded from ``url``, in order."""
+    with av.open(url) as container:
+        return [read_index(f.to_ndarray(format="rgb24")) for f in container.decode(video=0)]
 
 
 def patch_means(rgb: np.ndarray) -> np.ndarray:
@@ -313,3 +320,29 @@ def with_timecode(src: str, dst: str, timecode: str) -> str:
                 packet.stream = streams[packet.stream.index]
                 out.mux(packet)
     return dst
+
+
+def info_from_timestamps(pts: list[int], keyframes: list[int], tb: Fraction = Fraction(1, 1000)) -> VideoInfo:
+    """The ``VideoInfo`` of a 16x16 H.264 clip that exists only as its timestamps and keyframes."""
+    return VideoInfo(
+        url="mem",
+        codec="h264",
+        width=16,
+        height=16,
+        pix_fmt="yuv420p",
+        bit_depth=8,
+        time_base=tb,
+        frame_rate=Fraction(25),
+        is_vfr=False,
+        frame_count=len(pts),
+        pts=tuple(pts),
+        keyframes=tuple(keyframes),
+        duration_seconds=0.0,
+        color_primaries=None,
+        color_trc=None,
+        colorspace=None,
+        color_range=None,
+        rotation=0,
+        timecode=None,
+        audio=(),
+    )

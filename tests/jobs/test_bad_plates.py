@@ -17,7 +17,8 @@ import ray
 
 from jobs.demo_media import write_source_image
 from jobs.render import EXIT_BAD_INPUT
-from tests.jobs.test_bad_inputs import assert_untouched, dest, run_main, snapshot  # noqa: F401 - fixture
+from tests.jobs.refusals import assert_untouched, run_main, snapshot
+from tests.jobs.test_bad_inputs import dest  # noqa: F401 - fixture
 from tests.plates import write_frame, write_sequence
 
 

@@ -18,7 +18,8 @@ from jobs.render import EXIT_BAD_INPUT
 from pipeline.errors import MediaError
 from pipeline.plates.probe import probe_sequence
 from pipeline.plates.sequence import RUNS_SHOWN, gaps_in, runs_are
-from tests.jobs.test_bad_inputs import assert_untouched, dest, run_main, snapshot  # noqa: F401 - fixture
+from tests.jobs.refusals import assert_untouched, run_main, snapshot
+from tests.jobs.test_bad_inputs import dest  # noqa: F401 - fixture
 from tests.plates import write_frame
 
 

@@ -11,8 +11,9 @@ from PIL import Image
 
 from jobs.render import EXIT_BAD_INPUT
 from tests.faultjobs import job_spec
-from tests.jobs.test_bounded_inputs import dest, media, refused, run  # noqa: F401 - fixtures
-from tests.pipeline.test_read_bounds import radiance_hdr
+from tests.hostile_inputs import radiance_hdr
+from tests.jobs.refusals import refused, run_main
+from tests.jobs.test_bounded_inputs import dest, media  # noqa: F401 - fixtures
 
 
 def _picture(tmp_path: Path, kind: str) -> str:
@@ -38,6 +39,6 @@ def test_unsized_identity_picture_is_refused(media, dest, tmp_path, capsys, kind
     url = _picture(tmp_path, kind)
     spec = job_spec(media, str(dest), "unsized")
     spec["identities"]["hero"]["images"] = [media["source"], url]
-    assert run(tmp_path, spec) == EXIT_BAD_INPUT
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
     err = refused(dest, capsys, "identities.hero.images[1]", url, *words)
     assert "Traceback" not in err

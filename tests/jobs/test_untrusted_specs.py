@@ -18,8 +18,9 @@ from jobs import detect_watermark, verify
 from jobs.render import EXIT_BAD_INPUT, main
 from pipeline.errors import SpecError
 from tests.faultjobs import job_spec, make_media, tmp_files
-from tests.jobs.test_bounded_inputs import KEEP, dest  # noqa: F401 - the fixture
-from tests.pipeline.store.test_untrusted_documents import laughs
+from tests.hostile_inputs import laughs
+from tests.jobs.refusals import KEEP
+from tests.jobs.test_bounded_inputs import dest  # noqa: F401 - the fixture
 
 SECRETS = ("hunter2", "SECRETTAIL", "svcuser")
 

@@ -9,7 +9,7 @@ from cluster.spec.shot_refs import expand_shots
 from cluster.spec.windows import render_chunks, shot_window
 from pipeline.errors import SpecError
 from pipeline.video.chunking import plan_chunks
-from tests.pipeline.video.test_chunking import _info
+from tests.clips import info_from_timestamps
 
 
 def spec(tmp_path, shots: list[dict], **extra) -> dict:
@@ -42,7 +42,7 @@ def test_frame_range_parsing(tmp_path) -> None:
 
 
 def test_window_with_and_without_handles(tmp_path) -> None:
-    info = _info([i * 40 for i in range(100)], [0, 25, 50, 75])
+    info = info_from_timestamps([i * 40 for i in range(100)], [0, 25, 50, 75])
     job = parse_spec(spec(tmp_path, [{"url": "/p/a.mov", "frames": "10-40", "handles": 5}]))
     (ref,) = expand_shots(job)
     assert ref.settings is not None

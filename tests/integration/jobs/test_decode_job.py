@@ -19,8 +19,7 @@ from cluster.spec.job import parse_spec
 from jobs.demo_media import write_source_image
 from pipeline.errors import SpecError
 from pipeline.video.decoders import DecodeConfig, nvdec_runtime_problem
-from tests.clips import ClipSpec, write_clip
-from tests.integration.jobs.test_driver import decoded_indices
+from tests.clips import ClipSpec, decoded_indices, write_clip
 
 nvdec_missing = pytest.mark.skipif(
     importlib.util.find_spec("PyNvVideoCodec") is not None and torch.cuda.is_available(),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 
-import av
 import pytest
 
 from cluster.driver import run_job
@@ -13,7 +12,7 @@ from cluster.spec.job import parse_spec
 from jobs.demo_media import write_source_image
 from pipeline.errors import SpecError
 from pipeline.store import storage
-from tests.clips import ClipSpec, read_index, write_clip
+from tests.clips import ClipSpec, decoded_indices, write_clip
 
 pytestmark = pytest.mark.ray
 
@@ -40,11 +39,6 @@ def job(media: dict[str, str], out_dir: str, **extra) -> dict:
     }
     data.update(extra)
     return data
-
-
-def decoded_indices(url: str) -> list[int]:
-    with av.open(url) as container:
-        return [read_index(f.to_ndarray(format="rgb24")) for f in container.decode(video=0)]
 
 
 def test_two_shots_on_three_actors(ray_local, media, tmp_path) -> None:

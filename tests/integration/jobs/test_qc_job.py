@@ -19,7 +19,7 @@ import yaml
 from jobs.demo_media import write_source_image
 from jobs.render import EXIT_RENDER_FAILED, main
 from tests.clips import ClipSpec, write_clip
-from tests.pipeline.qc.test_coverage import N, occluded_frames
+from tests.pipeline.qc.shots import N, occluded_frames
 
 pytestmark = pytest.mark.ray
 

@@ -14,13 +14,7 @@ from cluster.state.manifest import JobManifest
 from pipeline.errors import ModelPackError
 from pipeline.models.pack import parse_manifest
 from pipeline.store import jsonload, yamlload
-
-
-def laughs(levels: int = 10, fan: int = 9) -> str:
-    """The "billion laughs" shape: each level ``fan`` aliases of the previous one."""
-    lines = [f"l0: &l0 [{', '.join(['lol'] * fan)}]"]
-    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * fan)}]" for i in range(1, levels)]
-    return "\n".join(lines) + "\n"
+from tests.hostile_inputs import laughs
 
 
 @pytest.mark.timeout(30)

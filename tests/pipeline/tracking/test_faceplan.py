@@ -14,8 +14,10 @@ from pipeline.tracking.faceplan import ShotFacePlan, plan_shot
 from pipeline.tracking.tracker import TrackerState, TrackingConfig, track_chunk
 from tests.tracking_media import (
     SyntheticShot,
+    assert_tasks_identical,
     best_lag,
     chunk_bounds,
+    chunked_plan_from_faces,
     crossing_shot,
     frame_times_for,
     gap_shot,
@@ -38,17 +40,6 @@ def chunked_plan(shot: SyntheticShot, n_chunks: int, sel, refs=None, config: Tra
         ids.extend(chunk_ids)
         state = TrackerState.from_dict(json.loads(json.dumps(state.to_dict())))
     return plan_shot(shot.faces, ids, sel, refs or {}, config, frame_times=frame_times_for(shot.faces))
-
-
-def assert_tasks_identical(a: list[list[FaceTask]], b: list[list[FaceTask]]) -> None:
-    assert len(a) == len(b)
-    for t, (fa, fb) in enumerate(zip(a, b)):
-        assert [x.track_id for x in fa] == [x.track_id for x in fb], t
-        assert [x.identity for x in fa] == [x.identity for x in fb], t
-        for x, y in zip(fa, fb):
-            assert np.array_equal(x.landmarks, y.landmarks), t
-            assert np.array_equal(x.box, y.box), t
-            assert x.extra == y.extra, t
 
 
 def person_of_task(shot: SyntheticShot, t: int, task: FaceTask) -> int:
@@ -428,15 +419,6 @@ def test_real_crossing_faces_keep_their_source(analyzer) -> None:
             cx = float(task.box[0] + task.box[2]) / 2
             person = min(clip.centres[t], key=lambda pc: abs(pc[1][0] - cx))[0]
             assert task.identity == ("anna" if person == 0 else "ben"), (t, task.track_id)
-
-
-def chunked_plan_from_faces(faces, n_chunks: int, sel, refs):
-    ids: list[list[int]] = []
-    state = None
-    for start, end in chunk_bounds(len(faces), n_chunks):
-        chunk_ids, state = track_chunk(faces[start:end], start, CONFIG, state)
-        ids.extend(chunk_ids)
-    return plan_shot(faces, ids, sel, refs, CONFIG, frame_times=frame_times_for(faces))
 
 
 def test_real_still_face_with_pixel_noise_jitter_falls_5x(analyzer) -> None:

@@ -4,43 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from fractions import Fraction
 
 import pytest
 
 from pipeline.errors import SpecError
 from pipeline.video.chunking import ChunkPlan, plan_chunks
 from pipeline.video.probe import VideoInfo
-
-
-def _info(pts: list[int], keyframes: list[int], tb: Fraction = Fraction(1, 1000)) -> VideoInfo:
-    return VideoInfo(
-        url="mem",
-        codec="h264",
-        width=16,
-        height=16,
-        pix_fmt="yuv420p",
-        bit_depth=8,
-        time_base=tb,
-        frame_rate=Fraction(25),
-        is_vfr=False,
-        frame_count=len(pts),
-        pts=tuple(pts),
-        keyframes=tuple(keyframes),
-        duration_seconds=0.0,
-        color_primaries=None,
-        color_trc=None,
-        colorspace=None,
-        color_range=None,
-        rotation=0,
-        timecode=None,
-        audio=(),
-    )
+from tests.clips import info_from_timestamps
 
 
 def _cfr(seconds: float, gop: int = 50) -> VideoInfo:
     n = round(seconds * 25)
-    return _info([i * 40 for i in range(n)], list(range(0, n, gop)))
+    return info_from_timestamps([i * 40 for i in range(n)], list(range(0, n, gop)))
 
 
 @pytest.mark.parametrize("seconds", [9.99, 30.01, float("nan"), 0.0, -5.0])
@@ -71,7 +46,7 @@ def test_cuts_snap_to_nearby_keyframes_or_stay_put() -> None:
     exact = plan_chunks(info, 20, snap_to_keyframes=False)
     assert [c.start_frame for c in exact.chunks[1:]] == [500, 1000]
     # No keyframe within the window: the cut stays at the timestamp.
-    sparse = _info(list(range(0, 60_000, 40)), [0])
+    sparse = info_from_timestamps(list(range(0, 60_000, 40)), [0])
     assert [c.start_frame for c in plan_chunks(sparse, 20).chunks[1:]] == [500, 1000]
 
 
@@ -79,7 +54,7 @@ def test_short_shot_is_one_chunk_and_vfr_cuts_at_timestamps() -> None:
     assert len(plan_chunks(_cfr(9.5), 20).chunks) == 1
     # VFR: first 10 s at 50 fps, then 10 s at 10 fps; a 10 s cut lands on the frame at 10.000 s.
     pts = [i * 20 for i in range(500)] + [10_000 + i * 100 for i in range(100)]
-    plan = plan_chunks(_info(pts, [0]), 10)
+    plan = plan_chunks(info_from_timestamps(pts, [0]), 10)
     assert [(c.start_frame, c.start_pts) for c in plan.chunks] == [(0, 0), (500, 10_000)]
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import av
 import numpy as np
 import OpenImageIO as oiio
 import pytest
@@ -15,20 +14,7 @@ from pipeline.errors import InputRefused, MediaError, StorageError
 from pipeline.limits import InputLimits
 from pipeline.plates.probe import probe_sequence
 from pipeline.video.probe import probe
-
-
-def wide_video(path: Path, width: int, height: int) -> str:
-    """A lossless (FFV1) clip: 25 KB for 16400x16, so a huge frame size costs the test nothing."""
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("ffv1", rate=24)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        for _ in range(3):
-            frame = av.VideoFrame.from_ndarray(np.zeros((height, width, 3), np.uint8), format="rgb24")
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return str(path)
+from tests.hostile_inputs import wide_video
 
 
 def exr_frames(folder: Path, width: int, height: int, numbers: range) -> str:
