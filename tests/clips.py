@@ -9,7 +9,7 @@ blocks in the top half (robust to lossy encoding, read back by
 so a wrong YUV matrix or range shows up as a colour error.  Audio is a 440 Hz
 tone as long as the video.  :func:`write_audio` writes an audio-only file.
 
-Import ``clips_fixture`` into a test module to get the session-wide ``clips`` fixture.
+The session-wide ``clips`` fixture (``tests/pipeline/video/conftest.py``) writes the named clips.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import BinaryIO
 
 import av
 import numpy as np
-import pytest
 
 from jobs.demo_media import mux_mono_audio
 from pipeline.video.probe import VideoInfo
@@ -277,14 +276,6 @@ class ClipCache:
             write_clip(tmp, spec)
             os.replace(tmp, path)
         return path
-
-
-@pytest.fixture(scope="session", name="clips")
-def clips_fixture(tmp_path_factory: pytest.TempPathFactory) -> ClipCache:
-    """Session-wide generated clips (import this fixture into a test module to use it)."""
-    root = tmp_path_factory.getbasetemp() / "recast-video-clips"
-    root.mkdir(exist_ok=True)
-    return ClipCache(str(root))
 
 
 def render_identity(info, choice, plan, workdir: str, decode_url: str | None = None) -> list[str]:

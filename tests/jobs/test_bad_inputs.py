@@ -48,15 +48,6 @@ def media(tmp_path_factory) -> dict[str, str]:
     return out
 
 
-@pytest.fixture()
-def dest(tmp_path) -> Path:
-    """The destination folder, holding one file of someone else's."""
-    folder = tmp_path / "dest"
-    folder.mkdir()
-    (folder / "keep.mp4").write_bytes(KEEP)
-    return folder
-
-
 # -- found before Ray starts -------------------------------------------------------------------
 
 

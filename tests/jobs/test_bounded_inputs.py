@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from pathlib import Path
 
 import pytest
 import yaml
@@ -17,7 +16,7 @@ import yaml
 from jobs.render import EXIT_BAD_INPUT, main
 from tests.faultjobs import job_spec, make_media
 from tests.hostile_inputs import wide_video
-from tests.jobs.refusals import KEEP, refused, run_main
+from tests.jobs.refusals import refused, run_main
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +36,6 @@ def media(tmp_path_factory) -> dict[str, str]:
     bomb.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
     out["bomb"] = str(bomb)
     return out
-
-
-@pytest.fixture()
-def dest(tmp_path) -> Path:
-    folder = tmp_path / "dest"
-    folder.mkdir()
-    (folder / "keep.mp4").write_bytes(KEEP)
-    return folder
 
 
 def test_spec_over_1_mib(media, dest, tmp_path, capsys, no_ray) -> None:

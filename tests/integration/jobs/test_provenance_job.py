@@ -32,7 +32,7 @@ from pipeline.provenance.policy import PolicyError
 from pipeline.provenance.watermark import WatermarkConfig, detect, job_payload
 from pipeline.store import storage
 from pipeline.store.redact import RedactingFilter
-from tests.faces_data import astronaut, default_models, default_pack  # noqa: F401
+from tests.faces_data import astronaut
 from tests.pipeline.provenance.provenance_helpers import make_test_ca
 
 JOB_ID = "prov-job"
@@ -209,7 +209,7 @@ def test_signed_watermarked_audited_and_redacted(
 
 
 @pytest.fixture(scope="module")
-def cluster(setup, tmp_path_factory, default_models) -> dict[str, str]:  # noqa: F811
+def cluster(setup, tmp_path_factory, default_models) -> dict[str, str]:
     """A cluster policy binding hero's consent to the source picture's sha256 and its face's embedding,
     and a reference embedding of someone else (the astronaut) for the mismatch case."""
     root = tmp_path_factory.mktemp("cluster-policy")

@@ -10,14 +10,13 @@ import pytest
 from pipeline.faces.config import SelectionConfig
 from pipeline.qc.config import QcConfig
 from pipeline.tracking.tracker import TrackingConfig
-from tests.faces_data import default_models, default_pack, render_clip  # noqa: F401
 from tests.pipeline.qc.shots import FIRST_NUMBER, N, detect, numbers_of, occluded_frames, qc, track_and_plan
 
 ALL = SelectionConfig(mode="all", source="anna")
 
 
 @pytest.fixture(scope="module")
-def occluded(default_models):  # noqa: F811
+def occluded(default_models):
     faces = detect(default_models, occluded_frames())
     vanished = [t for t, f in enumerate(faces) if not f]
     # The board really hides the face for a few frames in the middle, and only there.

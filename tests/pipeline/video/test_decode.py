@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.video.decode import decode_range
 from pipeline.video.probe import probe
-from tests.clips import clips_fixture, frame_rgb, patch_means, read_index  # noqa: F401
+from tests.clips import frame_rgb, patch_means, read_index
 
 
 @pytest.mark.parametrize("name", ["cfr_bframes", "open_gop", "vfr"])

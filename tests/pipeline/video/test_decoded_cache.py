@@ -9,7 +9,6 @@ import pytest
 from pipeline.video.decode import DecodeConversion, decode_range
 from pipeline.video.decoded_cache import MIB, DecodedCache, picture_bytes
 from pipeline.video.probe import VideoInfo, probe
-from tests.clips import clips_fixture  # noqa: F401
 
 
 def _analyse(cache: DecodedCache, info: VideoInfo, start: int, end: int) -> bool:

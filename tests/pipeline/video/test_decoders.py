@@ -28,7 +28,6 @@ from pipeline.video.decoders import (
     source_warnings,
 )
 from pipeline.video.probe import probe
-from tests.clips import clips_fixture  # noqa: F401
 from tests.plates import write_sequence
 
 NOT_INSTALLED = "the PyNvVideoCodec package is not installed (pip install 'recast[gpu]')"

@@ -14,7 +14,7 @@ from pipeline.video.decode import decode_range
 from pipeline.video.encode import EncodeSettings, SegmentWriter, can_open, choose_encoder
 from pipeline.video.merge import merge_segments
 from pipeline.video.probe import probe
-from tests.clips import clips_fixture, render_identity  # noqa: F401
+from tests.clips import render_identity
 
 
 def test_settings_are_validated() -> None:

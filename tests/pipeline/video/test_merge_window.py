@@ -15,7 +15,7 @@ from pipeline.video.decode import decode_range
 from pipeline.video.encode import EncodeSettings, choose_encoder
 from pipeline.video.merge import delivery, merge_segments
 from pipeline.video.probe import VideoInfo, open_container, probe
-from tests.clips import ClipSpec, clips_fixture, read_index, render_identity, write_clip  # noqa: F401
+from tests.clips import ClipSpec, read_index, render_identity, write_clip
 
 AAC_PACKET_SECONDS = 1024 / 48000
 

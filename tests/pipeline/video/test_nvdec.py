@@ -20,7 +20,7 @@ from pipeline.video.decode import decode_range
 from pipeline.video.decoders import nvdec_runtime_problem
 from pipeline.video.nvdec import RgbConverter, annexb_packets, frame_tags, planes_from_surface
 from pipeline.video.probe import probe
-from tests.clips import ClipSpec, clips_fixture, write_clip  # noqa: F401
+from tests.clips import ClipSpec, write_clip
 
 
 def _planes(frame: av.VideoFrame) -> list[np.ndarray]:

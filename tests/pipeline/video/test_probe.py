@@ -9,7 +9,7 @@ import av
 
 from pipeline.store import storage
 from pipeline.video.probe import probe
-from tests.clips import ClipSpec, clips_fixture, write_clip  # noqa: F401
+from tests.clips import ClipSpec, write_clip
 
 
 def test_cfr_clip_is_described_exactly(clips) -> None:

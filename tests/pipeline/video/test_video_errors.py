@@ -17,7 +17,7 @@ from pipeline.store import storage
 from pipeline.video.chunking import plan_chunks
 from pipeline.video.decode import decode_range
 from pipeline.video.probe import probe
-from tests.clips import ClipSpec, clips_fixture, write_audio, write_clip  # noqa: F401
+from tests.clips import ClipSpec, write_audio, write_clip
 from tests.raytools import REPO
 
 

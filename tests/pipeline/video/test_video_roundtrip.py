@@ -19,7 +19,7 @@ from pipeline.video.decode import decode_range
 from pipeline.video.encode import EncodeSettings, choose_encoder
 from pipeline.video.merge import merge_segments
 from pipeline.video.probe import VideoInfo, open_container, probe
-from tests.clips import CLIPS, clips_fixture, patch_means, read_index, render_identity  # noqa: F401
+from tests.clips import CLIPS, patch_means, read_index, render_identity
 
 # Output codec per clip: 10-bit sources go to a codec that keeps 10 bits.
 CODEC = {"ten_bit_hevc": "hevc", "ten_bit_prores": "prores"}
