@@ -16,6 +16,8 @@ import av
 from jobs.demo_media import make_face_clip, write_source_image
 
 CLIP_SECONDS = 3.0  # 3 chunks of 1 s: enough to kill something mid-job, small enough for CI
+CHUNKS = 3
+"""Chunks of a :func:`job_spec` job on :func:`make_media`'s plate."""
 
 
 def make_media(root: str) -> dict[str, str]:

@@ -22,30 +22,13 @@ import pytest
 import ray
 import yaml
 
-from cluster.driver import JobRunner, run_job
+from cluster.driver import JobRunner
 from cluster.spec.job import parse_spec
-from tests.faultjobs import corrupt_middle, job_spec, make_media, records, sha256_file, tmp_files
+from tests.faultjobs import CHUNKS, corrupt_middle, job_spec, records, sha256_file, tmp_files
 from tests.raytools import RAY_ENV, REPO
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 logger = logging.getLogger(__name__)
-CHUNKS = 3
-
-
-@pytest.fixture(scope="module")
-def media(tmp_path_factory) -> dict[str, str]:
-    return make_media(str(tmp_path_factory.mktemp("fault-media")))
-
-
-@pytest.fixture(scope="module")
-def reference(media, tmp_path_factory, ray_session) -> str:
-    """sha256 of a clean run's output (on the shared local Ray)."""
-    out = str(tmp_path_factory.mktemp("fault-clean"))
-    with ray_session.use():
-        summary = run_job(parse_spec(job_spec(media, out, "clean")))
-    assert summary.ok, summary.table()
-    assert summary.shots[0].chunks == CHUNKS and summary.shots[0].faces_swapped > 0
-    return sha256_file(os.path.join(out, "plate.mp4"))
 
 
 def _run_in_thread(runner: JobRunner) -> tuple[threading.Thread, dict[str, Any]]:
@@ -84,11 +67,13 @@ def _recovery_seconds(runner: JobRunner, fault_at: float) -> float:
     return min(retried) - fault_at
 
 
-def test_killed_actor_is_replaced_and_output_identical(media, reference, tmp_path, ray_session) -> None:
+def test_killed_actor_is_replaced_and_output_identical(
+    fault_media, clean_reference, tmp_path, ray_session
+) -> None:
     out = str(tmp_path)
     work = os.path.join(out, ".recast-work", "actor-kill")
     with ray_session.use():
-        runner = JobRunner(parse_spec(job_spec(media, out, "actor-kill")))
+        runner = JobRunner(parse_spec(job_spec(fault_media, out, "actor-kill")))
         thread, result = _run_in_thread(runner)
         # Mid-job: the first analysis is committed, so both actors hold work.
         _wait_for(lambda: bool(records(work, "plate", "analysis")) and runner.summary.actor_info, thread)
@@ -101,8 +86,8 @@ def test_killed_actor_is_replaced_and_output_identical(media, reference, tmp_pat
     assert shot.status == "published" and shot.frames == 72
     assert sum(runner.shot_retries.values()) >= 1, runner.timeline
     assert len(runner.actors) >= 3, "the dead actor was not replaced"
-    assert sha256_file(os.path.join(out, "plate.mp4")) == reference
-    assert shot.output_sha256 == reference
+    assert sha256_file(os.path.join(out, "plate.mp4")) == clean_reference
+    assert shot.output_sha256 == clean_reference
     # Segments are gone once the shot is published; the manifest stays.
     assert not os.path.exists(os.path.join(work, "segments", "plate"))
     assert (
@@ -113,14 +98,14 @@ def test_killed_actor_is_replaced_and_output_identical(media, reference, tmp_pat
     logger.warning("FIGURE actor kill: recovered %.2f s after the kill", _recovery_seconds(runner, killed_at))
 
 
-def test_deterministic_bad_chunk_fails_its_shot_only(media, tmp_path, ray_session) -> None:
+def test_deterministic_bad_chunk_fails_its_shot_only(fault_media, tmp_path, ray_session) -> None:
     """Frames 34-41 cannot be decoded: chunk 1 fails twice, its shot fails by name; the other shot is published."""
     from jobs.render import main
 
-    bad = corrupt_middle(media["plate"], str(tmp_path / "bad.mp4"), 34, 8)
+    bad = corrupt_middle(fault_media["plate"], str(tmp_path / "bad.mp4"), 34, 8)
     out = str(tmp_path / "out")
-    data = job_spec(media, out, "bad-chunk")
-    data["shots"] = [{"name": "good", "url": media["plate"]}, {"name": "bad", "url": bad}]
+    data = job_spec(fault_media, out, "bad-chunk")
+    data["shots"] = [{"name": "good", "url": fault_media["plate"]}, {"name": "bad", "url": bad}]
     spec_path = tmp_path / "job.yaml"
     spec_path.write_text(yaml.safe_dump(data))
     with ray_session.use():
@@ -137,7 +122,7 @@ def test_deterministic_bad_chunk_fails_its_shot_only(media, tmp_path, ray_sessio
     assert not tmp_files(out)
 
 
-def test_lost_node_is_survived_and_output_identical(media, reference, tmp_path) -> None:
+def test_lost_node_is_survived_and_output_identical(fault_media, clean_reference, tmp_path) -> None:
     from ray.cluster_utils import Cluster
 
     os.environ.update(RAY_ENV)
@@ -168,7 +153,7 @@ def test_lost_node_is_survived_and_output_identical(media, reference, tmp_path) 
             log_to_driver=False,
             configure_logging=False,
         )
-        data = job_spec(media, out, "node-loss")
+        data = job_spec(fault_media, out, "node-loss")
         data["resources"] = {**data["resources"], "gpus_per_actor": 0, "custom": {"recast_node": 1}}
         runner = JobRunner(parse_spec(data))
         thread, result = _run_in_thread(runner)
@@ -183,7 +168,7 @@ def test_lost_node_is_survived_and_output_identical(media, reference, tmp_path) 
         cluster.shutdown()
     assert summary.ok, summary.table()
     assert sum(runner.shot_retries.values()) >= 1, runner.timeline
-    assert sha256_file(os.path.join(out, "plate.mp4")) == reference
+    assert sha256_file(os.path.join(out, "plate.mp4")) == clean_reference
     logger.warning(
         "FIGURE node loss: recovered %.2f s after the node was removed", _recovery_seconds(runner, lost_at)
     )
@@ -199,14 +184,14 @@ def _env() -> dict[str, str]:
     return env
 
 
-def test_killed_driver_resumes_only_unfinished_chunks(media, reference, tmp_path) -> None:
+def test_killed_driver_resumes_only_unfinished_chunks(fault_media, clean_reference, tmp_path) -> None:
     out = str(tmp_path / "out")
     work = os.path.join(out, ".recast-work", "driver-kill")
     spec_path = str(tmp_path / "job.yaml")
     with open(spec_path, "w") as fh:
         # A short lease: the resubmission waits for the killed driver's to expire (60 s by default).
         yaml.safe_dump(
-            job_spec(media, out, "driver-kill", lease={"expiry_seconds": 6, "heartbeat_seconds": 1}), fh
+            job_spec(fault_media, out, "driver-kill", lease={"expiry_seconds": 6, "heartbeat_seconds": 1}), fh
         )
     # The driver (and the local Ray it started) in its own process group, killed at once mid-job.
     proc = subprocess.Popen(
@@ -254,7 +239,7 @@ def test_killed_driver_resumes_only_unfinished_chunks(media, reference, tmp_path
     assert shot["chunks_reused"] == len(rendered)
     assert shot["chunks_rendered"] == CHUNKS - len(rendered)
     assert shot["analyses_reused"] == CHUNKS and shot["analyses_run"] == 0
-    assert sha256_file(os.path.join(out, "plate.mp4")) == reference
+    assert sha256_file(os.path.join(out, "plate.mp4")) == clean_reference
     assert not tmp_files(out)
     logger.warning(
         "FIGURE driver kill: re-rendered %d/%d chunks, re-analysed 0/%d",

@@ -30,16 +30,11 @@ import yaml
 
 from cluster.lease.acquire import Holder
 from pipeline.store import storage
-from tests.faultjobs import job_spec, make_media, sha256_file, tmp_files
+from tests.faultjobs import job_spec, sha256_file, tmp_files
 from tests.raytools import RAY_ENV, REPO, Head, ray_head
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 logger = logging.getLogger(__name__)
-
-
-@pytest.fixture(scope="module")
-def media(tmp_path_factory) -> dict[str, str]:
-    return make_media(str(tmp_path_factory.mktemp("lease-media")))
 
 
 @pytest.fixture(scope="module")
@@ -56,16 +51,6 @@ def head(s3_endpoint) -> Iterator[Head]:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
-
-
-@pytest.fixture(scope="module")
-def reference(media, head, tmp_path_factory) -> str:
-    """sha256 of a solo run's output."""
-    root = tmp_path_factory.mktemp("lease-solo")
-    spec_path = _write_spec(root / "job.yaml", job_spec(media, str(root / "out"), "solo"))
-    code, err = _finish(_driver(head, spec_path, root / "summary.json"))
-    assert code == 0, err[-4000:]
-    return sha256_file(str(root / "out" / "plate.mp4"))
 
 
 def _driver(head: Head, spec_path: Path, summary: Path, *extra: str) -> subprocess.Popen:
@@ -104,11 +89,11 @@ def _write_spec(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def test_two_drivers_at_once_then_a_forced_takeover(media, reference, head, tmp_path) -> None:
+def test_two_drivers_at_once_then_a_forced_takeover(fault_media, clean_reference, head, tmp_path) -> None:
     out = tmp_path / "out"
     work = out / ".recast-work" / "twice"
     lease = {"expiry_seconds": 20, "heartbeat_seconds": 1}
-    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(media, str(out), "twice", lease=lease))
+    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(fault_media, str(out), "twice", lease=lease))
     first = [_driver(head, spec_path, tmp_path / f"summary-{i}.json") for i in range(2)]
     loser = _first_to_exit(first)
     (winner,) = [p for p in first if p is not loser]
@@ -133,21 +118,21 @@ def test_two_drivers_at_once_then_a_forced_takeover(media, reference, head, tmp_
         assert winner_code == 0, winner_err[-4000:]
     logger.warning("FIGURE forced takeover: the first driver ended with %d", winner_code)
     # Published output: a solo run's bytes, recorded as such; nothing half-written, no lease left.
-    assert sha256_file(str(out / "plate.mp4")) == reference
+    assert sha256_file(str(out / "plate.mp4")) == clean_reference
     shot = json.loads((work / "manifest" / "plate" / "shot.json").read_text())
-    assert shot["status"] == "published" and shot["output_sha256"] == reference
-    assert summary["shots"][0]["output_sha256"] == reference
+    assert shot["status"] == "published" and shot["output_sha256"] == clean_reference
+    assert summary["shots"][0]["output_sha256"] == clean_reference
     assert not tmp_files(str(out))
     assert sorted(p.name for p in work.iterdir() if p.name.startswith("lease")) == []
 
 
 def test_s3_killed_driver_then_two_resubmissions_after_expiry(
-    media, reference, head, s3_bucket, tmp_path
+    fault_media, clean_reference, head, s3_bucket, tmp_path
 ) -> None:
     work = f"{s3_bucket}/work/s3-kill"
     output = f"{s3_bucket}/out/plate.mp4"
     data = job_spec(
-        media, str(tmp_path / "unused"), "s3-kill", lease={"expiry_seconds": 8, "heartbeat_seconds": 1}
+        fault_media, str(tmp_path / "unused"), "s3-kill", lease={"expiry_seconds": 8, "heartbeat_seconds": 1}
     )
     data["output"] = {**data["output"], "url": f"{s3_bucket}/out/{{shot}}.mp4", "work_url": work}
     spec_path = _write_spec(tmp_path / "job.yaml", data)
@@ -193,16 +178,16 @@ def test_s3_killed_driver_then_two_resubmissions_after_expiry(
     (shot,) = summary["shots"]
     assert shot["chunks_reused"] >= done_before and shot["analyses_reused"] >= 1, shot
     with storage.fetched(output, suffix=".mp4") as local:
-        assert sha256_file(local) == reference
+        assert sha256_file(local) == clean_reference
     assert not storage.exists(f"{work}/lease.json")
     assert not [p for p in fs.ls(work.removeprefix("s3://"), refresh=True) if "lease.takeover-" in p]
 
 
-def test_stopped_driver_gives_its_lease_back(media, head, tmp_path) -> None:
+def test_stopped_driver_gives_its_lease_back(fault_media, head, tmp_path) -> None:
     """``ray job stop`` sends SIGTERM: the driver leaves through its finally blocks and removes its lease."""
     out = tmp_path / "out"
     lease_path = out / ".recast-work" / "stopped" / "lease.json"
-    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(media, str(out), "stopped"))
+    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(fault_media, str(out), "stopped"))
     proc = _driver(head, spec_path, tmp_path / "summary.json")
     try:
         deadline = time.monotonic() + 180

@@ -23,36 +23,20 @@ from cluster.spec.job import parse_spec
 from cluster.state.manifest_sign import MANIFEST_KEY_ENV
 from pipeline.errors import MediaError
 from tests.clips import with_timecode
-from tests.faultjobs import job_spec, make_media, records, sha256_file
+from tests.faultjobs import CHUNKS, job_spec, records, sha256_file
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-CHUNKS = 3
 KEY = "a-manifest-key-of-32-characters!"
-
-
-@pytest.fixture(scope="module")
-def media(tmp_path_factory) -> dict[str, str]:
-    return make_media(str(tmp_path_factory.mktemp("verify-media")))
-
-
-@pytest.fixture(scope="module")
-def reference(media, tmp_path_factory, ray_session) -> str:
-    """sha256 of a clean run's output."""
-    out = str(tmp_path_factory.mktemp("verify-clean"))
-    with ray_session.use():
-        summary = run_job(parse_spec(job_spec(media, out, "clean")))
-    assert summary.ok, summary.table()
-    return sha256_file(os.path.join(out, "plate.mp4"))
 
 
 def _failing_merge(*args: Any, **kwargs: Any) -> Any:
     raise MediaError("merge", "merge switched off by the test")
 
 
-def _rendered_not_published(media: dict[str, str], out: str, job_id: str) -> str:
+def _rendered_not_published(fault_media: dict[str, str], out: str, job_id: str) -> str:
     """Run the job with its merge failing: every chunk committed, segments kept; returns the work area."""
     summary = JobRunner(
-        parse_spec(job_spec(media, out, job_id)), parts=DriverParts(merge=_failing_merge)
+        parse_spec(job_spec(fault_media, out, job_id)), parts=DriverParts(merge=_failing_merge)
     ).run()
     (shot,) = summary.shots
     assert shot.status == "failed" and shot.chunks_rendered == CHUNKS
@@ -75,10 +59,10 @@ def _record_path(work: str, kind: str, chunk: int) -> Path:
 
 
 def test_changed_misplaced_and_foreign_records_are_redone_and_output_identical(
-    media, reference, tmp_path, ray_local
+    fault_media, clean_reference, tmp_path, ray_local
 ) -> None:
     out = str(tmp_path / "out")
-    work = _rendered_not_published(media, out, "tamper")
+    work = _rendered_not_published(fault_media, out, "tamper")
     rendered = records(work, "plate", "render")
     # Chunk 0: its segment rewritten with other bytes of the same size.
     _flip_bytes(rendered[0]["segment_url"])
@@ -102,11 +86,11 @@ def test_changed_misplaced_and_foreign_records_are_redone_and_output_identical(
         return merge_and_publish(segment_urls, *args, **kwargs)
 
     summary = JobRunner(
-        parse_spec(job_spec(media, out, "tamper")), parts=DriverParts(merge=merge_changing_a_segment)
+        parse_spec(job_spec(fault_media, out, "tamper")), parts=DriverParts(merge=merge_changing_a_segment)
     ).run()
     (shot,) = summary.shots
     assert shot.status == "published", summary.table()
-    assert sha256_file(os.path.join(out, "plate.mp4")) == reference
+    assert sha256_file(os.path.join(out, "plate.mp4")) == clean_reference
     assert (shot.chunks_rendered, shot.chunks_reused, shot.analyses_reused) == (3, 0, CHUNKS)
     assert len(merges) == 2  # merged once more after chunk 2 was rendered again
     warnings = "\n".join(summary.warnings)
@@ -122,11 +106,11 @@ def test_changed_misplaced_and_foreign_records_are_redone_and_output_identical(
 
 
 def test_with_a_manifest_key_edited_and_unsigned_records_are_not_trusted(
-    media, reference, tmp_path, ray_local, monkeypatch
+    fault_media, clean_reference, tmp_path, ray_local, monkeypatch
 ) -> None:
     monkeypatch.setenv(MANIFEST_KEY_ENV, KEY)
     out = str(tmp_path / "out")
-    work = _rendered_not_published(media, out, "signed")
+    work = _rendered_not_published(fault_media, out, "signed")
     for path in Path(work, "manifest").rglob("*.json"):
         assert "mac" in json.loads(path.read_text()), path
     # Chunk 1's render record edited (its old mac kept); chunk 0's analysis record without its mac.
@@ -137,11 +121,11 @@ def test_with_a_manifest_key_edited_and_unsigned_records_are_not_trusted(
     _record_path(work, "analysis", 0).write_text(json.dumps(data))
 
     summary_path = tmp_path / "summary.json"
-    summary = run_job(parse_spec(job_spec(media, out, "signed")))
+    summary = run_job(parse_spec(job_spec(fault_media, out, "signed")))
     summary_path.write_text(json.dumps(summary.to_dict()))
     (shot,) = summary.shots
     assert shot.status == "published", summary.table()
-    assert sha256_file(os.path.join(out, "plate.mp4")) == reference
+    assert sha256_file(os.path.join(out, "plate.mp4")) == clean_reference
     assert (shot.analyses_run, shot.analyses_reused) == (1, CHUNKS - 1)
     assert (shot.chunks_rendered, shot.chunks_reused) == (1, CHUNKS - 1)
     (warning,) = [w for w in summary.warnings if "RECAST_MANIFEST_KEY" in w]
@@ -152,13 +136,15 @@ def test_with_a_manifest_key_edited_and_unsigned_records_are_not_trusted(
             assert KEY.encode() not in path.read_bytes(), path
 
 
-def test_a_plate_replaced_with_cp_p_is_analysed_again(media, tmp_path, ray_local) -> None:
+def test_a_plate_replaced_with_cp_p_is_analysed_again(fault_media, tmp_path, ray_local) -> None:
     out = str(tmp_path / "out")
-    plate = with_timecode(media["plate"], str(tmp_path / "plate.mp4"), "01:00:00:00")
-    other = with_timecode(media["plate"], str(tmp_path / "other.mp4"), "02:00:00:00")
+    plate = with_timecode(fault_media["plate"], str(tmp_path / "plate.mp4"), "01:00:00:00")
+    other = with_timecode(fault_media["plate"], str(tmp_path / "other.mp4"), "02:00:00:00")
     assert os.path.getsize(other) == os.path.getsize(plate)
     output = {"url": os.path.join(out, "{shot}.mp4"), "preset": "ultrafast", "if_exists": "overwrite"}
-    spec = parse_spec(job_spec(media, out, "swap", shots=[{"name": "plate", "url": plate}], output=output))
+    spec = parse_spec(
+        job_spec(fault_media, out, "swap", shots=[{"name": "plate", "url": plate}], output=output)
+    )
     first = run_job(spec)
     assert first.ok and first.shots[0].analyses_run == CHUNKS
     published = sha256_file(os.path.join(out, "plate.mp4"))
