@@ -8,11 +8,15 @@ import json
 import os
 import random
 import shutil
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import av
 
+from cluster.lease.acquire import Holder, lease_url
+from cluster.lease.store import LeaseStore
 from jobs.demo_media import make_face_clip, write_source_image
 
 CLIP_SECONDS = 3.0  # 3 chunks of 1 s: enough to kill something mid-job, small enough for CI
@@ -84,3 +88,19 @@ def tmp_files(root: str) -> list[str]:
         for f in files
         if ".tmp-" in f or f.startswith(".recast-write")
     ]
+
+
+def expire_lease(work_url: str) -> Holder:
+    """Make the lease a killed driver left in ``work_url`` what the next driver finds once its expiry
+    has passed, without waiting for it: its times moved back by what is left of the expiry, and half a
+    second (a driver runs in a process of its own, so its clock cannot be set; the lease it reads can).
+    Returns the lease as the killed driver left it."""
+    store = LeaseStore(work_url)
+    url = lease_url(work_url)
+    left = Holder.from_bytes(store.read(url))
+    assert left is not None, f"no lease in {work_url}"
+    shift = left.heartbeat_at + left.expiry_seconds + 0.5 - time.time()
+    if shift > 0:
+        aged = replace(left, acquired_at=left.acquired_at - shift, heartbeat_at=left.heartbeat_at - shift)
+        store.replace(url, aged.to_bytes())
+    return left
