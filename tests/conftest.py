@@ -8,14 +8,14 @@
 - ``default_pack`` / ``default_models``: the embedded default model pack, built once per session,
   and its warm CPU role objects (face, QC, LoRA, provenance and job tests).
 - ``signed``: a render signed with Content Credentials by a test CA (provenance and job tests).
-
-Fixtures used by one folder's tests only live in that folder's ``conftest.py``
-(``tests/pipeline/video/``, ``tests/jobs/``, ``tests/integration/faults/``); helpers that are not
-fixtures live in plain modules (``tests/clips.py``, ``tests/faultjobs.py``...), never in a test module.
 - Tiers (:mod:`tests.tiers`): the fast tier runs first and a failure there stops the run
   after it; the summary gives each tier's count and time.
 - The ``gpu`` marker: such tests skip, saying why, when CUDA is missing, or fail when
   ``--require-gpu`` (or ``RECAST_REQUIRE_GPU=1``) says a GPU must be there.
+
+Fixtures used by one folder's tests only live in that folder's ``conftest.py``
+(``tests/pipeline/video/``, ``tests/jobs/``, ``tests/integration/faults/``); helpers that are not
+fixtures live in plain modules (``tests/clips.py``, ``tests/faultjobs.py``...), never in a test module.
 """
 
 from __future__ import annotations
