@@ -9,7 +9,7 @@ blocks in the top half (robust to lossy encoding, read back by
 so a wrong YUV matrix or range shows up as a colour error.  Audio is a 440 Hz
 tone as long as the video.  :func:`write_audio` writes an audio-only file.
 
-Import ``clips_fixture`` into a test module to get the session-wide ``clips`` fixture.
+The session-wide ``clips`` fixture (``tests/pipeline/video/conftest.py``) writes the named clips.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import BinaryIO
 
 import av
 import numpy as np
-import pytest
 
 from jobs.demo_media import mux_mono_audio
+from pipeline.video.probe import VideoInfo
 
 BITS = 12
 COLS, ROWS = 6, 2  # 12 blocks in the top half
@@ -102,6 +102,12 @@ def read_index(rgb: np.ndarray) -> int:
         if block.mean() / scale > 128:
             value |= 1 << bit
     return value
+
+
+def decoded_indices(url: str) -> list[int]:
+    """The frame-index picture's index of every frame decoded from ``url``, in order."""
+    with av.open(url) as container:
+        return [read_index(f.to_ndarray(format="rgb24")) for f in container.decode(video=0)]
 
 
 def patch_means(rgb: np.ndarray) -> np.ndarray:
@@ -272,14 +278,6 @@ class ClipCache:
         return path
 
 
-@pytest.fixture(scope="session", name="clips")
-def clips_fixture(tmp_path_factory: pytest.TempPathFactory) -> ClipCache:
-    """Session-wide generated clips (import this fixture into a test module to use it)."""
-    root = tmp_path_factory.getbasetemp() / "recast-video-clips"
-    root.mkdir(exist_ok=True)
-    return ClipCache(str(root))
-
-
 def render_identity(info, choice, plan, workdir: str, decode_url: str | None = None) -> list[str]:
     """Decode every chunk and re-encode it unchanged into segment files; returns their paths."""
     from pipeline.video.decode import decode_range
@@ -313,3 +311,29 @@ def with_timecode(src: str, dst: str, timecode: str) -> str:
                 packet.stream = streams[packet.stream.index]
                 out.mux(packet)
     return dst
+
+
+def info_from_timestamps(pts: list[int], keyframes: list[int], tb: Fraction = Fraction(1, 1000)) -> VideoInfo:
+    """The ``VideoInfo`` of a 16x16 H.264 clip that exists only as its timestamps and keyframes."""
+    return VideoInfo(
+        url="mem",
+        codec="h264",
+        width=16,
+        height=16,
+        pix_fmt="yuv420p",
+        bit_depth=8,
+        time_base=tb,
+        frame_rate=Fraction(25),
+        is_vfr=False,
+        frame_count=len(pts),
+        pts=tuple(pts),
+        keyframes=tuple(keyframes),
+        duration_seconds=0.0,
+        color_primaries=None,
+        color_trc=None,
+        colorspace=None,
+        color_range=None,
+        rotation=0,
+        timecode=None,
+        audio=(),
+    )

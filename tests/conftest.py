@@ -5,10 +5,17 @@
   exactly as it would talk to AWS, so nothing is mocked inside the process under test.
 - ``ray_session`` / ``ray_local``: one local Ray shared by the tests that can share it
   (see :class:`tests.raytools.SharedRay`); ``no_ray`` for tests that prove Ray never started.
+- ``default_pack`` / ``default_models``: the embedded default model pack, built once per session,
+  and its warm CPU role objects (face, QC, LoRA, provenance and job tests).
+- ``signed``: a render signed with Content Credentials by a test CA (provenance and job tests).
 - Tiers (:mod:`tests.tiers`): the fast tier runs first and a failure there stops the run
   after it; the summary gives each tier's count and time.
 - The ``gpu`` marker: such tests skip, saying why, when CUDA is missing, or fail when
   ``--require-gpu`` (or ``RECAST_REQUIRE_GPU=1``) says a GPU must be there.
+
+Fixtures used by one folder's tests only live in that folder's ``conftest.py``
+(``tests/pipeline/video/``, ``tests/jobs/``, ``tests/integration/faults/``); helpers that are not
+fixtures live in plain modules (``tests/clips.py``, ``tests/faultjobs.py``...), never in a test module.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +95,32 @@ def ray_local(ray_session: SharedRay) -> SharedRay:
     """This process connected to the shared local Ray, every CPU of it free."""
     ray_session.ensure()
     return ray_session
+
+
+@pytest.fixture(scope="session")
+def default_pack(tmp_path_factory: pytest.TempPathFactory):
+    """The embedded default pack, built once per test session into a fresh cache."""
+    from pipeline.models.pack import load_pack
+
+    return load_pack("builtin:default", cache_dir=str(tmp_path_factory.mktemp("default-pack-cache")))
+
+
+@pytest.fixture(scope="session")
+def default_models(default_pack):
+    """Warm role objects (CPU sessions) of the embedded default pack."""
+    from pipeline.models.loader import load_face_models
+    from pipeline.models.runtime.settings import ExecutionConfig
+
+    return load_face_models(default_pack, ExecutionConfig(providers=("CPUExecutionProvider",)))
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A short render signed with Content Credentials by a test CA
+    (:func:`tests.pipeline.provenance.provenance_helpers.signed_render`)."""
+    from tests.pipeline.provenance.provenance_helpers import signed_render
+
+    return signed_render(tmp_path_factory.mktemp("c2pa"))
 
 
 @pytest.fixture()

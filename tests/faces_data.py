@@ -1,4 +1,4 @@
-"""Real faces from installed packages, and the embedded default pack, for face tests.
+"""Real faces from installed packages, for face tests.
 
 Nothing here is committed media: pictures are read from the packages at test time.
 
@@ -10,9 +10,8 @@ Nothing here is committed media: pictures are read from the packages at test tim
 - :func:`crossing_clip`, :func:`still_noise_clip`, :func:`multi_face_clip` - frames
   of real head crops moving over a smooth background (for detector-in-the-loop tests).
 
-Fixtures (import them into a test module to use them): ``default_pack`` (the embedded
-pack built once per session into a temporary cache), ``default_models`` (its warm
-role objects).
+The embedded default pack and its warm role objects are the ``default_pack`` and
+``default_models`` fixtures (``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from pathlib import Path
 import av
 import cv2
 import numpy as np
-import pytest
 
 
 def astronaut() -> np.ndarray:
@@ -64,23 +62,6 @@ def carphone_frames(step: int = 1, limit: int | None = None) -> list[np.ndarray]
             if limit is not None and len(frames) >= limit:
                 break
     return frames
-
-
-@pytest.fixture(scope="session")
-def default_pack(tmp_path_factory: pytest.TempPathFactory):
-    """The embedded default pack, built once per test session into a fresh cache."""
-    from pipeline.models.pack import load_pack
-
-    return load_pack("builtin:default", cache_dir=str(tmp_path_factory.mktemp("default-pack-cache")))
-
-
-@pytest.fixture(scope="session")
-def default_models(default_pack):
-    """Warm role objects (CPU sessions) of the embedded default pack."""
-    from pipeline.models.loader import load_face_models
-    from pipeline.models.runtime.settings import ExecutionConfig
-
-    return load_face_models(default_pack, ExecutionConfig(providers=("CPUExecutionProvider",)))
 
 
 Motion = Callable[[int], tuple[float, float] | None]

@@ -178,3 +178,19 @@ def write_sequence(
             face=face,
         )
     return os.path.join(os.fspath(folder), f"{name}.####.{ext}")
+
+
+# The kinds of plate the probe and frame tests run on, as ``write_sequence`` keywords.
+FORMATS = {
+    "exr-half-piz": {"fmt": "exr", "pixel": "half", "compression": "piz"},
+    "exr-float-dwaa": {"fmt": "exr", "pixel": "float", "compression": "dwaa"},
+    "dpx-10": {"fmt": "dpx", "pixel": "uint10", "compression": None, "colour_space": None},
+    "tiff-16": {
+        "fmt": "tiff",
+        "pixel": "uint16",
+        "compression": "zip",
+        "colour_space": None,
+        "fps": None,
+        "timecode": None,
+    },
+}

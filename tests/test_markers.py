@@ -5,12 +5,15 @@ Checked from the source, without running anything: a test starts Ray when it
 Ray-starting helper or fixture, or runs an entrypoint that starts Ray.  Such a
 test must be marked, on itself or by the module's ``pytestmark``.  A test that
 takes the ``no_ray`` fixture proves at run time that Ray never started, so it
-needs no marker.
+needs no marker.  Fixtures of the ``conftest.py`` files above a module, and
+functions it imports from the tests' helper modules (``from tests.x import f``),
+are read the same way.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -73,13 +76,14 @@ def _module_marked(tree: ast.Module) -> bool:
     return False
 
 
-def unmarked_ray_tests(path: Path) -> list[str]:
-    """The tests of one module that start Ray and carry no ``ray`` marker."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-    uses = {name: _names(node) for name, node in functions.items()}
-    starters = set(STARTERS) | {"ray.init"} | _entrypoint_names(tree)
-    # A module function (fixture or helper) that starts Ray makes its users start Ray too.
+def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def _starting(tree: ast.Module, starters: set[str]) -> set[str]:
+    """``starters`` with every module function (fixture or helper) that reaches one of them by name."""
+    uses = {name: _names(node) for name, node in _functions(tree).items()}
+    starters = set(starters)
     changed = True
     while changed:
         changed = False
@@ -87,11 +91,60 @@ def unmarked_ray_tests(path: Path) -> list[str]:
             if name not in starters and names & starters and RAY_FREE not in names:
                 starters.add(name)
                 changed = True
+    return starters
+
+
+def _helper_starters(tree: ast.Module, seen: frozenset[Path] = frozenset()) -> set[str]:
+    """Names bound by ``from tests.x import f`` where ``f`` is a function of that helper module that
+    starts Ray."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+            continue
+        helper = TESTS.parent.joinpath(*node.module.split(".")).with_suffix(".py")
+        if not node.module.startswith("tests.") or not helper.is_file() or helper in seen:
+            continue
+        starting = _module_starters(helper, seen | {helper})
+        bound |= {alias.asname or alias.name for alias in node.names if alias.name in starting}
+    return bound
+
+
+@functools.cache
+def _module_starters(path: Path, seen: frozenset[Path] = frozenset()) -> frozenset[str]:
+    """The functions of one module that start Ray (with what it imports from other helpers)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    base = set(STARTERS) | {"ray.init"} | _entrypoint_names(tree) | _helper_starters(tree, seen)
+    return frozenset(_starting(tree, base) & set(_functions(tree)))
+
+
+def _conftest_starters(path: Path, root: Path) -> set[str]:
+    """Fixtures of the ``conftest.py`` files from ``path``'s folder up to ``root`` that start Ray."""
+    found: set[str] = set()
+    folder = path.parent
+    while folder == root or root in folder.parents:
+        if (folder / "conftest.py").is_file():
+            found |= _module_starters(folder / "conftest.py")
+        folder = folder.parent
+    return found - {RAY_FREE}
+
+
+def unmarked_ray_tests(path: Path, root: Path = TESTS) -> list[str]:
+    """The tests of one module that start Ray and carry no ``ray`` marker (``root``: where the
+    ``conftest.py`` files that count end)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    base = (
+        set(STARTERS)
+        | {"ray.init"}
+        | _entrypoint_names(tree)
+        | _helper_starters(tree)
+        | _conftest_starters(path, root)
+    )
+    starters = _starting(tree, base)
     if _module_marked(tree):
         return []
     return [
         name
-        for name, node in functions.items()
+        for name, node in _functions(tree).items()
         if name.startswith("test") and name in starters and not _marked(node.decorator_list)
     ]
 
@@ -137,3 +190,21 @@ def test_marked(ray_session): ...
     ]
     path.write_text(source + "\npytestmark = [pytest.mark.ray, pytest.mark.slow]\n")
     assert unmarked_ray_tests(path) == []
+
+
+def test_the_check_sees_conftest_fixtures_and_imported_helpers(tmp_path: Path) -> None:
+    """A fixture of a ``conftest.py`` above the module, and a helper imported from ``tests/``."""
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n\n@pytest.fixture(scope='session')\ndef rendered(ray_session): ...\n"
+    )
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "sub" / "test_sample.py"
+    path.write_text(
+        "from tests.jobs.refusals import run_main, snapshot\n\n"
+        "def test_conftest_fixture(rendered): ...\n"
+        "def test_helper(tmp_path): run_main(tmp_path, {})\n"
+        "def test_checked(tmp_path, no_ray): run_main(tmp_path, {})\n"
+        "def test_plain(tmp_path): snapshot(tmp_path)\n"
+    )
+    assert unmarked_ray_tests(path, root=tmp_path) == ["test_conftest_fixture", "test_helper"]
+    assert unmarked_ray_tests(path, root=tmp_path / "sub") == ["test_helper"]

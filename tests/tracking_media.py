@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from pipeline.faces.config import SelectionConfig
-from pipeline.geometry.types import Face
+from pipeline.geometry.types import Face, FaceTask
+from pipeline.tracking.faceplan import plan_shot
+from pipeline.tracking.tracker import TrackingConfig, track_chunk
 
 # The ArcFace 5-point template at 112 px, as fractions of the crop (x, y).
 _TEMPLATE = (
@@ -27,6 +29,8 @@ _TEMPLATE = (
     / 112.0
 )
 EMBEDDING_DIM = 512
+TRACKING = TrackingConfig()
+"""The tracking settings of a job that sets none."""
 
 
 @dataclass
@@ -222,6 +226,28 @@ def best_lag(smoothed: np.ndarray, reference: np.ndarray, max_lag: float = 3.0, 
         if err < best_err:
             best_err, best_d = err, float(d)
     return best_d
+
+
+def chunked_plan_from_faces(faces, n_chunks: int, sel, refs, config: TrackingConfig = TRACKING):
+    """Track real per-frame faces chunk by chunk, then plan the shot (the driver's path)."""
+    ids: list[list[int]] = []
+    state = None
+    for start, end in chunk_bounds(len(faces), n_chunks):
+        chunk_ids, state = track_chunk(faces[start:end], start, config, state)
+        ids.extend(chunk_ids)
+    return plan_shot(faces, ids, sel, refs, config, frame_times=frame_times_for(faces))
+
+
+def assert_tasks_identical(a: list[list[FaceTask]], b: list[list[FaceTask]]) -> None:
+    """Two plans give every frame the same tasks: tracks, identities, landmarks, boxes, extras."""
+    assert len(a) == len(b)
+    for t, (fa, fb) in enumerate(zip(a, b)):
+        assert [x.track_id for x in fa] == [x.track_id for x in fb], t
+        assert [x.identity for x in fa] == [x.identity for x in fb], t
+        for x, y in zip(fa, fb):
+            assert np.array_equal(x.landmarks, y.landmarks), t
+            assert np.array_equal(x.box, y.box), t
+            assert x.extra == y.extra, t
 
 
 def _figures() -> None:

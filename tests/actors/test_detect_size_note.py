@@ -16,7 +16,7 @@ from pipeline.video.chunking import plan_chunks
 from pipeline.video.probe import probe
 from tests.clips import ClipSpec, write_clip
 from tests.faces_data import _background
-from tests.pipeline.faces.test_detect_reduced import _generic_names
+from tests.onnx_edits import generic_names
 
 
 def test_a_detector_that_keeps_its_size_is_reported_with_the_chunk(tmp_path) -> None:
@@ -24,7 +24,7 @@ def test_a_detector_that_keeps_its_size_is_reported_with_the_chunk(tmp_path) -> 
     entries = standins.write_pack(str(pack), roles=("detector", "recognizer", "swapper"))
     detector_file = str(pack / entries[0]["file"])
     standins.scrfd(detector_file, fixed_size=640, box=(2.0, 2.0, 3.0, 3.0))  # batch 1, constant reshapes
-    _generic_names(detector_file)
+    generic_names(detector_file)
     standins.write_manifest(str(pack), [{k: v for k, v in e.items() if k != "sha256"} for e in entries])
     assert json.loads((pack / "manifest.json").read_text())["models"][0]["kind"] == "scrfd"
 

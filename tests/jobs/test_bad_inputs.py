@@ -25,12 +25,11 @@ import ray
 import yaml
 
 from cluster.state.fingerprints import stat_fingerprint
-from jobs.render import EXIT_BAD_INPUT, EXIT_RENDER_FAILED, main
+from jobs.render import EXIT_BAD_INPUT, EXIT_RENDER_FAILED
 from tests.clips import write_audio
-from tests.cluster.faultjobs import job_spec, make_media, tmp_files
+from tests.faultjobs import job_spec, make_media, tmp_files
+from tests.jobs.refusals import KEEP, assert_untouched, run_main, snapshot
 from tests.raytools import RAY_ENV, REPO, free_port
-
-KEEP = b"an editor's file that must not change"
 
 
 @pytest.fixture(scope="module")
@@ -47,35 +46,6 @@ def media(tmp_path_factory) -> dict[str, str]:
     write_audio(root / "audio.mp4", np.zeros(47 * 1024, np.float32))  # about a second of silence
     out.update({k: str(root / f"{k}.mp4") for k in ("zero", "truncated", "corrupt", "notmedia", "audio")})
     return out
-
-
-@pytest.fixture()
-def dest(tmp_path) -> Path:
-    """The destination folder, holding one file of someone else's."""
-    folder = tmp_path / "dest"
-    folder.mkdir()
-    (folder / "keep.mp4").write_bytes(KEEP)
-    return folder
-
-
-def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
-    return {
-        str(p.relative_to(folder)): (p.stat().st_size, p.read_bytes()[:64])
-        for p in folder.rglob("*")
-        if p.is_file() and ".recast-work" not in p.parts
-    }
-
-
-def run_main(tmp_path: Path, spec: dict | str, *args: str) -> int:
-    spec_path = tmp_path / "job.yaml"
-    spec_path.write_text(spec if isinstance(spec, str) else yaml.safe_dump(spec))
-    return main([str(spec_path), *args])
-
-
-def assert_untouched(dest: Path, before: dict) -> None:
-    assert snapshot(dest) == before
-    assert (dest / "keep.mp4").read_bytes() == KEEP
-    assert not tmp_files(str(dest))
 
 
 # -- found before Ray starts -------------------------------------------------------------------

@@ -17,7 +17,7 @@ import ray
 
 from jobs.demo_media import write_source_image
 from jobs.render import EXIT_BAD_INPUT
-from tests.jobs.test_bad_inputs import assert_untouched, dest, run_main, snapshot  # noqa: F401 - fixture
+from tests.jobs.refusals import assert_untouched, run_main, snapshot
 from tests.plates import write_frame, write_sequence
 
 
@@ -62,7 +62,7 @@ def break_empty(p: str) -> None:
     ],
     ids=["gap", "size", "channels", "truncated", "empty"],
 )
-def test_broken_sequence_is_refused(tmp_path, dest, capsys, damage, words, no_ray) -> None:  # noqa: F811
+def test_broken_sequence_is_refused(tmp_path, dest, capsys, damage, words, no_ray) -> None:
     pattern = plate(tmp_path / "plates")
     damage(pattern)
     before = snapshot(dest)
@@ -85,7 +85,7 @@ def test_broken_sequence_is_refused(tmp_path, dest, capsys, damage, words, no_ra
         ("video-out", ["output.url", "is an image sequence but its output"]),
     ],
 )
-def test_plate_settings_are_checked(tmp_path, dest, capsys, edit, words, no_ray) -> None:  # noqa: F811
+def test_plate_settings_are_checked(tmp_path, dest, capsys, edit, words, no_ray) -> None:
     if edit == "no-fps":
         pattern = plate(tmp_path / "plates", fmt="tiff", pixel="uint16", compression="zip", colour_space=None)
     elif edit == "no-colour":

@@ -9,17 +9,14 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from pathlib import Path
 
 import pytest
-import ray
 import yaml
 
 from jobs.render import EXIT_BAD_INPUT, main
-from tests.cluster.faultjobs import job_spec, make_media, tmp_files
-from tests.pipeline.test_probe_limits import wide_video
-
-KEEP = b"an editor's file that must not change"
+from tests.faultjobs import job_spec, make_media
+from tests.hostile_inputs import wide_video
+from tests.jobs.refusals import refused, run_main
 
 
 @pytest.fixture(scope="module")
@@ -39,30 +36,6 @@ def media(tmp_path_factory) -> dict[str, str]:
     bomb.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
     out["bomb"] = str(bomb)
     return out
-
-
-@pytest.fixture()
-def dest(tmp_path) -> Path:
-    folder = tmp_path / "dest"
-    folder.mkdir()
-    (folder / "keep.mp4").write_bytes(KEEP)
-    return folder
-
-
-def run(tmp_path: Path, spec: dict) -> int:
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return main([str(path)])
-
-
-def refused(dest: Path, capsys, *words: str) -> str:
-    err = capsys.readouterr().err
-    for word in words:
-        assert word in err, err
-    assert not ray.is_initialized()
-    assert sorted(p.name for p in dest.iterdir()) == ["keep.mp4"]
-    assert (dest / "keep.mp4").read_bytes() == KEEP and not tmp_files(str(dest))
-    return err
 
 
 def test_spec_over_1_mib(media, dest, tmp_path, capsys, no_ray) -> None:
@@ -92,7 +65,7 @@ def test_source_that_is_not_a_regular_file(media, dest, tmp_path, capsys, kind, 
         source.mkdir()
     spec = job_spec(media, str(dest), "odd-source")
     spec["shots"] = [{"name": "odd", "url": str(source)}]
-    assert run(tmp_path, spec) == EXIT_BAD_INPUT
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
     words = {"fifo": "a FIFO", "dev-zero": "a character device", "folder": "a directory"}[kind]
     refused(dest, capsys, str(source), words, "expected a regular file")
 
@@ -100,7 +73,7 @@ def test_source_that_is_not_a_regular_file(media, dest, tmp_path, capsys, kind, 
 def test_source_larger_than_the_frame_limit(media, dest, tmp_path, capsys, no_ray) -> None:
     spec = job_spec(media, str(dest), "wide")
     spec["shots"] = [{"name": "wide", "url": media["wide"]}]
-    assert run(tmp_path, spec) == EXIT_BAD_INPUT
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
     refused(dest, capsys, media["wide"], "16400x16", "limits.max_width 16384")
 
 
@@ -111,7 +84,7 @@ def test_pattern_over_the_shot_limit(media, dest, tmp_path, capsys, no_ray) -> N
         (plates / f"sc{i}.mp4").write_bytes(b"x")
     spec = job_spec(media, str(dest), "many", limits={"max_shots": 3})
     spec["shots"] = [{"pattern": str(plates / "*.mp4")}]
-    assert run(tmp_path, spec) == EXIT_BAD_INPUT
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
     refused(dest, capsys, "shots[0].pattern", "more than 3 shots", "limits.max_shots")
 
 
@@ -132,19 +105,19 @@ def test_identity_picture_checked_before_ray(media, dest, tmp_path, capsys, pict
         url = media[picture]
     spec = job_spec(media, str(dest), "picture")
     spec["identities"]["hero"]["images"] = [media["source"], url]
-    assert run(tmp_path, spec) == EXIT_BAD_INPUT
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
     refused(dest, capsys, "identities.hero.images[1]", *words)
 
 
 def test_cache_dir_outside_the_cache_root(media, dest, tmp_path, capsys, monkeypatch, no_ray) -> None:
     monkeypatch.setenv("RECAST_CACHE_DIR", str(tmp_path / "cache-root"))
     spec = job_spec(media, str(dest), "cache", models={"cache_dir": str(tmp_path / "elsewhere")})
-    assert run(tmp_path, spec) == EXIT_BAD_INPUT
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
     refused(dest, capsys, "models.cache_dir", "outside the cache root")
 
 
 def test_chunk_range_widened(media, dest, tmp_path, capsys, monkeypatch, no_ray) -> None:
     monkeypatch.delenv("RECAST_MIN_CHUNK_SECONDS")
     spec = job_spec(media, str(dest), "chunks")  # 1 s chunks: below a real cluster's 10 s floor
-    assert run(tmp_path, spec) == EXIT_BAD_INPUT
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
     refused(dest, capsys, "chunking.min_seconds", "at least 10")

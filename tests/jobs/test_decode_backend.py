@@ -10,7 +10,7 @@ import yaml
 
 from jobs.render import EXIT_BAD_INPUT, main
 from tests.clips import CLIPS, write_clip
-from tests.cluster.faultjobs import job_spec, make_media
+from tests.faultjobs import job_spec, make_media
 
 
 @pytest.fixture(scope="module")

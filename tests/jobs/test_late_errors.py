@@ -18,9 +18,8 @@ import yaml
 
 from jobs import detect_watermark, verify
 from jobs.render import EXIT_BAD_INPUT, main
-from tests.cluster.faultjobs import job_spec, make_media
 from tests.faces_data import astronaut
-from tests.pipeline.provenance.test_credentials import signed  # noqa: F401 - fixture
+from tests.faultjobs import job_spec, make_media
 from tests.plates import write_sequence
 from tests.raytools import REPO
 
@@ -114,7 +113,7 @@ def _anchor(tmp_path: Path, kind: str) -> str:
         ("fifo", ["is a FIFO"]),
     ],
 )
-def test_verify_trust_anchors_that_are_not_certificates(signed, tmp_path, capsys, kind, words) -> None:  # noqa: F811
+def test_verify_trust_anchors_that_are_not_certificates(signed, tmp_path, capsys, kind, words) -> None:
     anchors = _anchor(tmp_path, kind)
     assert verify.main([str(signed["signed"]), "--trust-anchors", anchors]) == verify.EXIT_MISSING
     err = capsys.readouterr().err
@@ -124,7 +123,7 @@ def test_verify_trust_anchors_that_are_not_certificates(signed, tmp_path, capsys
 
 @pytest.mark.ray  # runs an entrypoint that would start Ray if the refusal regressed
 @pytest.mark.parametrize("step", ["inf", "nan", "1e9"])
-def test_detect_watermark_step_must_be_finite(signed, capsys, step) -> None:  # noqa: F811
+def test_detect_watermark_step_must_be_finite(signed, capsys, step) -> None:
     assert detect_watermark.main([str(signed["signed"]), "--step", step, "--all-blocks"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "step" in err and "Traceback" not in err, err

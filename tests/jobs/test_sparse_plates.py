@@ -18,7 +18,7 @@ from jobs.render import EXIT_BAD_INPUT
 from pipeline.errors import MediaError
 from pipeline.plates.probe import probe_sequence
 from pipeline.plates.sequence import RUNS_SHOWN, gaps_in, runs_are
-from tests.jobs.test_bad_inputs import assert_untouched, dest, run_main, snapshot  # noqa: F401 - fixture
+from tests.jobs.refusals import assert_untouched, run_main, snapshot
 from tests.plates import write_frame
 
 
@@ -32,7 +32,7 @@ def sparse(folder: Path, numbers: list[int], *, name: str = "sc010_plate") -> st
     return str(folder / f"{name}.####.exr")
 
 
-def refused(tmp_path: Path, dest: Path, capsys, pattern: str) -> str:  # noqa: F811
+def refused(tmp_path: Path, dest: Path, capsys, pattern: str) -> str:
     before = snapshot(dest)
     spec = {
         "job_id": "sparse",
@@ -50,14 +50,14 @@ def refused(tmp_path: Path, dest: Path, capsys, pattern: str) -> str:  # noqa: F
 
 
 @pytest.mark.timeout(60)
-def test_two_frames_99999998_apart(tmp_path, dest, capsys, no_ray) -> None:  # noqa: F811
+def test_two_frames_99999998_apart(tmp_path, dest, capsys, no_ray) -> None:
     """The audit's reproduction: frames 1 and 99999999 (a set of the range was 4.8 GB)."""
     err = refused(tmp_path, dest, capsys, sparse(tmp_path / "plates", [1, 99_999_999]))
     assert "frames 2-99999998 are missing" in err, err
 
 
 @pytest.mark.timeout(60)
-def test_many_gaps_are_counted_not_listed(tmp_path, dest, capsys, no_ray) -> None:  # noqa: F811
+def test_many_gaps_are_counted_not_listed(tmp_path, dest, capsys, no_ray) -> None:
     numbers = [1001 + 3 * k for k in range(20)] + [50_000_000]  # 19 gaps of 2 frames, then a huge one
     err = refused(tmp_path, dest, capsys, sparse(tmp_path / "plates", numbers))
     assert "frames 1002-1003, 1005-1006, 1008-1009, 1011-1012, 1014-1015 and 15 more gaps" in err, err
@@ -66,7 +66,7 @@ def test_many_gaps_are_counted_not_listed(tmp_path, dest, capsys, no_ray) -> Non
 
 
 @pytest.mark.timeout(60)
-def test_negative_and_huge_frame_numbers(tmp_path, dest, capsys, no_ray) -> None:  # noqa: F811
+def test_negative_and_huge_frame_numbers(tmp_path, dest, capsys, no_ray) -> None:
     err = refused(tmp_path, dest, capsys, sparse(tmp_path / "plates", [-99_999_999, 0, 1, 2_000_000_000]))
     assert "frames -99999998--1, 2-1999999999 are missing" in err, err
 

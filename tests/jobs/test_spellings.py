@@ -26,7 +26,7 @@ from cluster.spec.job import parse_spec
 from cluster.spec.shot_refs import expand_shots, work_url_for
 from jobs.render import EXIT_BAD_INPUT, main
 from pipeline.store import storage
-from tests.cluster.faultjobs import job_spec, make_media, tmp_files
+from tests.faultjobs import job_spec, make_media, tmp_files
 
 
 @pytest.fixture(scope="module")

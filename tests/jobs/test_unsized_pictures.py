@@ -10,9 +10,14 @@ import pytest
 from PIL import Image
 
 from jobs.render import EXIT_BAD_INPUT
-from tests.cluster.faultjobs import job_spec
-from tests.jobs.test_bounded_inputs import dest, media, refused, run  # noqa: F401 - fixtures
-from tests.pipeline.test_read_bounds import radiance_hdr
+from tests.faultjobs import job_spec, make_media
+from tests.hostile_inputs import radiance_hdr
+from tests.jobs.refusals import refused, run_main
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory) -> dict[str, str]:
+    return make_media(str(tmp_path_factory.mktemp("unsized-media")))
 
 
 def _picture(tmp_path: Path, kind: str) -> str:
@@ -34,10 +39,10 @@ def _picture(tmp_path: Path, kind: str) -> str:
         ("gif", ["a GIF picture is not decoded"]),
     ],
 )
-def test_unsized_identity_picture_is_refused(media, dest, tmp_path, capsys, kind, words, no_ray) -> None:  # noqa: F811
+def test_unsized_identity_picture_is_refused(media, dest, tmp_path, capsys, kind, words, no_ray) -> None:
     url = _picture(tmp_path, kind)
     spec = job_spec(media, str(dest), "unsized")
     spec["identities"]["hero"]["images"] = [media["source"], url]
-    assert run(tmp_path, spec) == EXIT_BAD_INPUT
+    assert run_main(tmp_path, spec) == EXIT_BAD_INPUT
     err = refused(dest, capsys, "identities.hero.images[1]", url, *words)
     assert "Traceback" not in err

@@ -17,9 +17,9 @@ from cluster.spec.job import load_spec
 from jobs import detect_watermark, verify
 from jobs.render import EXIT_BAD_INPUT, main
 from pipeline.errors import SpecError
-from tests.cluster.faultjobs import job_spec, make_media, tmp_files
-from tests.jobs.test_bounded_inputs import KEEP, dest  # noqa: F401 - the fixture
-from tests.pipeline.test_untrusted_documents import laughs
+from tests.faultjobs import job_spec, make_media, tmp_files
+from tests.hostile_inputs import laughs
+from tests.jobs.refusals import KEEP
 
 SECRETS = ("hunter2", "SECRETTAIL", "svcuser")
 
@@ -29,11 +29,11 @@ def media(tmp_path_factory) -> dict[str, str]:
     return make_media(str(tmp_path_factory.mktemp("untrusted-media")))
 
 
-def spec_text(media: dict[str, str], dest: Path, job_id: str = "untrusted") -> str:  # noqa: F811
+def spec_text(media: dict[str, str], dest: Path, job_id: str = "untrusted") -> str:
     return yaml.safe_dump(job_spec(media, str(dest), job_id), sort_keys=False)
 
 
-def refused(path: Path, dest: Path, capsys, *words: str) -> str:  # noqa: F811
+def refused(path: Path, dest: Path, capsys, *words: str) -> str:
     """Exit 2 before Ray naming ``words`` (the spec's path unless another file is named), no secret printed."""
     assert main([str(path)]) == EXIT_BAD_INPUT
     out, err = capsys.readouterr()
@@ -47,7 +47,7 @@ def refused(path: Path, dest: Path, capsys, *words: str) -> str:  # noqa: F811
     return err
 
 
-def with_policy(media: dict[str, str], dest: Path, tmp_path: Path, policy_text: str, *, name: str) -> Path:  # noqa: F811
+def with_policy(media: dict[str, str], dest: Path, tmp_path: Path, policy_text: str, *, name: str) -> Path:
     """A job spec at ``tmp_path/job.yaml`` (JSON when ``name`` ends in .json) whose studio policy is ``name``."""
     policy = tmp_path / name
     policy.write_text(policy_text)
@@ -64,7 +64,7 @@ def with_policy(media: dict[str, str], dest: Path, tmp_path: Path, policy_text: 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("where", ["top", "notes"])
-def test_alias_bomb_spec(media, dest, tmp_path, capsys, where, no_ray) -> None:  # noqa: F811
+def test_alias_bomb_spec(media, dest, tmp_path, capsys, where, no_ray) -> None:
     path = tmp_path / "job.yaml"
     bomb = laughs()
     if where == "notes":  # inside a field the spec knows, indented under it
@@ -84,7 +84,7 @@ def test_alias_bomb_spec(media, dest, tmp_path, capsys, where, no_ray) -> None: 
     ],
     ids=["flow-lists-20000", "block-lists-100", "mappings-3000"],
 )
-def test_deep_spec(media, dest, tmp_path, capsys, nested, no_ray) -> None:  # noqa: F811
+def test_deep_spec(media, dest, tmp_path, capsys, nested, no_ray) -> None:
     path = tmp_path / "job.yaml"
     path.write_text(spec_text(media, dest) + nested)
     refused(path, dest, capsys, str(path), "bad job spec", "nested deeper than 64 levels")
@@ -95,7 +95,7 @@ def test_deep_spec(media, dest, tmp_path, capsys, nested, no_ray) -> None:  # no
     [b"[" * 200_000, b'{"version": 1, "models": ' + b"[" * 100_000, b'{"a": ' * 100_000],
     ids=["audit-200000-[", "under-models", "objects"],
 )
-def test_deep_pack_manifest(media, dest, tmp_path, capsys, manifest, no_ray, monkeypatch) -> None:  # noqa: F811
+def test_deep_pack_manifest(media, dest, tmp_path, capsys, manifest, no_ray, monkeypatch) -> None:
     monkeypatch.setenv("RECAST_CACHE_DIR", str(tmp_path))
     pack = tmp_path / "pack"
     pack.mkdir()
@@ -111,7 +111,7 @@ def test_deep_pack_manifest(media, dest, tmp_path, capsys, manifest, no_ray, mon
 
 
 @pytest.mark.parametrize("policy_text", [laughs(), "identities: " + "[" * 20_000], ids=["bomb", "deep"])
-def test_policy_bomb(media, dest, tmp_path, capsys, policy_text, no_ray) -> None:  # noqa: F811
+def test_policy_bomb(media, dest, tmp_path, capsys, policy_text, no_ray) -> None:
     policy = with_policy(media, dest, tmp_path, policy_text, name="studio-policy.yaml")
     path = tmp_path / "job.yaml"
     assert main([str(path)]) == EXIT_BAD_INPUT
@@ -123,7 +123,7 @@ def test_policy_bomb(media, dest, tmp_path, capsys, policy_text, no_ray) -> None
 # -- finding 9: duplicate keys ------------------------------------------------------------------
 
 
-def test_second_provenance_block(media, dest, tmp_path, capsys, no_ray) -> None:  # noqa: F811
+def test_second_provenance_block(media, dest, tmp_path, capsys, no_ray) -> None:
     path = tmp_path / "job.yaml"
     text = spec_text(media, dest)
     path.write_text(
@@ -148,7 +148,7 @@ def test_second_provenance_block(media, dest, tmp_path, capsys, no_ray) -> None:
     ],
     ids=["if_exists", "shot-name", "identity-field", "job_id"],
 )
-def test_duplicate_key_in_spec(media, dest, tmp_path, capsys, edit, key, no_ray) -> None:  # noqa: F811
+def test_duplicate_key_in_spec(media, dest, tmp_path, capsys, edit, key, no_ray) -> None:
     path = tmp_path / "job.yaml"
     text = edit(spec_text(media, dest))
     assert text.count(f"{key}:") == 2, text  # the edit applied
@@ -158,7 +158,7 @@ def test_duplicate_key_in_spec(media, dest, tmp_path, capsys, edit, key, no_ray)
     assert f"(lines {lines[-2]} and {lines[-1]})" in err, (lines, err)
 
 
-def test_duplicate_key_in_json_spec_and_policy(media, dest, tmp_path, capsys, no_ray) -> None:  # noqa: F811
+def test_duplicate_key_in_json_spec_and_policy(media, dest, tmp_path, capsys, no_ray) -> None:
     policy_text = '{"enforce": false,\n "identities": {},\n "enforce": true}\n'
     policy = with_policy(media, dest, tmp_path, policy_text, name="policy.json")
     path = tmp_path / "job.yaml"
@@ -167,7 +167,7 @@ def test_duplicate_key_in_json_spec_and_policy(media, dest, tmp_path, capsys, no
     refused(path, dest, capsys, str(path), "duplicate key 'job_id' (lines 1 and 1)")
 
 
-def test_merge_keys_still_work(media, dest, tmp_path) -> None:  # noqa: F811
+def test_merge_keys_still_work(media, dest, tmp_path) -> None:
     path = tmp_path / "job.yaml"
     text = spec_text(media, dest).replace("- name: plate\n", "- &plate\n  name: plate\n")
     path.write_text(text.replace("identities:\n", "- <<: *plate\n  name: again\nidentities:\n"))
@@ -191,7 +191,7 @@ SPELLINGS = [
 
 
 @pytest.mark.parametrize("url", SPELLINGS, ids=range(len(SPELLINGS)))
-def test_url_password_never_printed(media, dest, tmp_path, capsys, url, no_ray) -> None:  # noqa: F811
+def test_url_password_never_printed(media, dest, tmp_path, capsys, url, no_ray) -> None:
     spec = job_spec(media, str(dest), "secret-url")
     spec["shots"][0]["url"] = url
     path = tmp_path / "job.yaml"
@@ -214,7 +214,7 @@ def test_url_password_never_printed(media, dest, tmp_path, capsys, url, no_ray) 
     ],
     ids=["mapping-value", "unclosed-quote", "tab", "tag", "escape"],
 )
-def test_yaml_error_never_echoes_the_line(media, dest, tmp_path, capsys, broken, no_ray) -> None:  # noqa: F811
+def test_yaml_error_never_echoes_the_line(media, dest, tmp_path, capsys, broken, no_ray) -> None:
     path = tmp_path / "job.yaml"
     text = spec_text(media, dest) + broken
     path.write_text(text)
@@ -223,7 +223,7 @@ def test_yaml_error_never_echoes_the_line(media, dest, tmp_path, capsys, broken,
     assert re.search(rf"line ({first}|{first + 1}|{first + 2}), column \d+: ", err), err
 
 
-def test_policy_yaml_error_never_echoes_the_line(media, dest, tmp_path, capsys, no_ray) -> None:  # noqa: F811
+def test_policy_yaml_error_never_echoes_the_line(media, dest, tmp_path, capsys, no_ray) -> None:
     policy_text = "timestamp_url: https://svcuser:hunter2@tsa.example\nidentities: {hero: hunter2 : x}\n"
     policy = with_policy(media, dest, tmp_path, policy_text, name="studio-policy.yaml")
     path = tmp_path / "job.yaml"

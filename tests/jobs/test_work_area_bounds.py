@@ -21,7 +21,7 @@ import yaml
 from cluster.lease.acquire import LeaseConfig, LeaseHeld, acquire_lease, lease_url
 from cluster.state.manifest import JobManifest
 from jobs.render import EXIT_BAD_INPUT, main
-from tests.cluster.faultjobs import job_spec, make_media
+from tests.faultjobs import job_spec, make_media
 from tests.raytools import REPO
 
 SPARSE = 2 << 30

@@ -23,17 +23,9 @@ from pipeline.errors import InputRefused, SpecError
 from pipeline.faces.pictures import load_picture
 from pipeline.provenance.consent import read_embeddings
 from pipeline.video.colr import read_colr
+from tests.hostile_inputs import radiance_hdr
 
 FIELD = "studio.yaml#identities.hero.reference_embedding_url"
-
-
-def radiance_hdr(path: Path, width: int, height: int) -> Path:
-    """A valid run-length encoded Radiance picture of one grey: about 760 bytes a row at 12000 wide."""
-    runs = b"".join(bytes([128 + min(127, width - x), 128]) for x in range(0, width, 127))
-    row = struct.pack(">BBH", 2, 2, width) + runs * 4
-    head = f"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y {height} +X {width}\n".encode()
-    path.write_bytes(head + row * height)
-    return path
 
 
 def test_picture_sized_only_by_decoding_is_refused(tmp_path) -> None:

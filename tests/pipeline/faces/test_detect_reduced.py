@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-import onnx
 import pytest
 
 from jobs.bench.standins import scrfd
@@ -36,6 +35,7 @@ from pipeline.models.runtime import make_runner
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.models.scrfd import ScrfdDetector
 from tests.faces_data import _background, face_patches
+from tests.onnx_edits import generic_names
 
 CPU = ExecutionConfig(providers=("CPUExecutionProvider",))
 TOLERANCE = 0.10  # of the face's box height
@@ -143,21 +143,10 @@ def test_a_face_that_shrinks_sends_the_run_back_to_the_full_input(models) -> Non
         assert [f.landmarks.tolist() for f in before] == [f.landmarks.tolist() for f in after]
 
 
-def _generic_names(path: str) -> None:
-    """Rename every initializer as a tracing export names them (``onnx::Reshape_12``)."""
-    model = onnx.load(path)
-    renamed = {t.name: f"onnx::{t.data_type}_{i}" for i, t in enumerate(model.graph.initializer)}
-    for tensor in model.graph.initializer:
-        tensor.name = renamed[tensor.name]
-    for node in model.graph.node:
-        node.input[:] = [renamed.get(name, name) for name in node.input]
-    onnx.save(model, path)
-
-
 def test_a_detector_whose_graph_cannot_be_resized_keeps_640_and_says_so(tmp_path) -> None:
     path = str(tmp_path / "det_fixed.onnx")
     scrfd(path, fixed_size=640, box=(2.0, 2.0, 3.0, 3.0))  # batch 1, 640 x 640, constant reshapes
-    _generic_names(path)
+    generic_names(path)
     entry = ModelEntry(
         role="detector", kind="scrfd", file="det_fixed.onnx", contract={"input_size": [640, 640]}
     )

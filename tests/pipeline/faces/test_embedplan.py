@@ -19,9 +19,10 @@ from pydantic import ValidationError
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.embedplan import EmbedSchedule
 from pipeline.geometry.types import Face
-from tests.pipeline.test_faceplan import assert_tasks_identical, chunked_plan_from_faces
 from tests.tracking_media import (
+    assert_tasks_identical,
     chunk_bounds,
+    chunked_plan_from_faces,
     crossing_shot,
     gap_shot,
     moving_shot,

@@ -33,7 +33,7 @@ from pipeline.models.loader import FaceModels
 from pipeline.models.pack import ModelEntry
 from pipeline.models.runtime import make_runner
 from pipeline.models.runtime.settings import ExecutionConfig
-from tests.faces_data import astronaut, default_models, default_pack, t1  # noqa: F401  (fixtures)
+from tests.faces_data import astronaut, t1
 
 if TYPE_CHECKING:  # imports torch: only where the device tests run
     from pipeline.faces.renderers.device import DeviceFaceRenderer
@@ -142,7 +142,7 @@ def test_a_matte_of_the_wrong_size_or_type_is_refused() -> None:
 
 
 @pytest.fixture(scope="module")
-def astro(default_models) -> dict[str, Identity]:  # noqa: F811
+def astro(default_models) -> dict[str, Identity]:
     from pipeline.faces.identity import identity_from_images
 
     return {"astro": identity_from_images("astro", [("astronaut", astronaut())], default_models)}
@@ -165,7 +165,7 @@ def _enhancer(folder: Path, execution: ExecutionConfig) -> GfpganEnhancer:
 
 
 @pytest.fixture(scope="module")
-def enhance_models(default_models, standin_dir: Path) -> FaceModels:  # noqa: F811
+def enhance_models(default_models, standin_dir: Path) -> FaceModels:
     """The default pack with the stand-in enhancer (the pack has none)."""
     return dataclasses.replace(
         default_models, enhancer=_enhancer(standin_dir, ExecutionConfig(providers=("CPUExecutionProvider",)))
@@ -209,7 +209,7 @@ def check_mattes(
 
 
 @pytest.fixture(scope="module")
-def pictures(default_models) -> tuple[list[np.ndarray], list[list[FaceTask]]]:  # noqa: F811
+def pictures(default_models) -> tuple[list[np.ndarray], list[list[FaceTask]]]:
     """t1 (six faces in one frame), a frame without tasks, the astronaut."""
     frames = [t1(), np.full((240, 320, 3), 77, np.uint8), astronaut()]
     tasks = [_tasks(default_models, frames[0], "astro"), [], _tasks(default_models, frames[2], "astro")]
@@ -220,7 +220,7 @@ def pictures(default_models) -> tuple[list[np.ndarray], list[list[FaceTask]]]:  
 @pytest.mark.parametrize("depth", [8, 16])
 @pytest.mark.parametrize("enhance", [False, True])
 def test_cpu_renderer_mattes_on_real_faces(
-    default_models,  # noqa: F811
+    default_models,
     enhance_models,
     astro,
     pictures,
@@ -238,7 +238,7 @@ def test_cpu_renderer_mattes_on_real_faces(
 
 
 @pytest.mark.parametrize("depth", [8, 16])
-def test_cpu_matte_re_blends_the_swapped_face(default_models, astro, depth: int) -> None:  # noqa: F811
+def test_cpu_matte_re_blends_the_swapped_face(default_models, astro, depth: int) -> None:
     """A compositor holding the swapped face (warped to the frame) and the matte gets the render back."""
     plate = _deep([astronaut()], depth)[0]
     (task,) = _tasks(default_models, astronaut(), "astro")
@@ -335,7 +335,7 @@ def _device_checks(
 
 @pytest.mark.parametrize("depth", [8, 16])
 @pytest.mark.parametrize("enhance", [False, True])
-def test_device_renderer_mattes_on_real_faces(default_models, standin_dir, someone, depth, enhance) -> None:  # noqa: F811
+def test_device_renderer_mattes_on_real_faces(default_models, standin_dir, someone, depth, enhance) -> None:
     """On the torch backend's device: the CPU here, CUDA where there is one."""
     pytest.importorskip("torch")
     _device_checks(default_models, standin_dir, someone, ExecutionConfig(backend="torch"), depth, enhance)
@@ -343,7 +343,7 @@ def test_device_renderer_mattes_on_real_faces(default_models, standin_dir, someo
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("depth", [8, 16])
-def test_cuda_renderer_mattes_through_pinned_buffers(default_models, standin_dir, someone, depth) -> None:  # noqa: F811
+def test_cuda_renderer_mattes_through_pinned_buffers(default_models, standin_dir, someone, depth) -> None:
     renderer = _device_checks(
         default_models, standin_dir, someone, ExecutionConfig(backend="torch"), depth, enhance=True
     )

@@ -20,7 +20,7 @@ from pipeline.faces.pictures import header_size, load_picture
 from pipeline.faces.renderers.cpu import FaceRenderer
 from pipeline.geometry.types import FaceTask
 from pipeline.limits import InputLimits
-from tests.faces_data import astronaut, default_models, default_pack  # noqa: F401  (fixtures)
+from tests.faces_data import astronaut
 
 
 def png_header_only(path: Path, width: int, height: int) -> None:
@@ -77,7 +77,7 @@ def test_text_file_fifo_and_device_are_not_pictures(tmp_path: Path) -> None:
         load_picture("/dev/zero")
 
 
-def test_prepared_identity_drops_the_picture_and_renders_the_same(default_models) -> None:  # noqa: F811
+def test_prepared_identity_drops_the_picture_and_renders_the_same(default_models) -> None:
     full = identity_from_images("astro", [("astronaut", astronaut())], default_models)
     lean = prepared_for(full, default_models.swapper)
     assert full.source_rgb.shape == (512, 512, 3)
@@ -98,7 +98,7 @@ def test_prepared_identity_drops_the_picture_and_renders_the_same(default_models
         with_adapter(lean, None)
 
 
-def test_render_actor_keeps_no_full_picture(tmp_path: Path, default_pack) -> None:  # noqa: F811
+def test_render_actor_keeps_no_full_picture(tmp_path: Path, default_pack) -> None:
     """The actor class in-process: after set-up its identities hold the prepared source only."""
     from actors.render import RenderConfig, RenderWorker
 

@@ -22,7 +22,7 @@ from pipeline.models.pack import ModelEntry
 from pipeline.models.runtime import make_runner
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.models.xseg import XsegOccluder
-from tests.faces_data import astronaut, default_models, default_pack, t1  # noqa: F401  (fixtures)
+from tests.faces_data import astronaut, t1
 
 CPU = ExecutionConfig(providers=("CPUExecutionProvider",))
 
@@ -69,12 +69,12 @@ class CountingRunner:
 
 
 @pytest.fixture(scope="module")
-def astro(default_models) -> Identity:  # noqa: F811
+def astro(default_models) -> Identity:
     return identity_from_images("astro", [("astronaut", astronaut())], default_models)
 
 
 @pytest.fixture(scope="module")
-def identity_models(default_models, tmp_path_factory: pytest.TempPathFactory) -> FaceModels:  # noqa: F811
+def identity_models(default_models, tmp_path_factory: pytest.TempPathFactory) -> FaceModels:
     """Default detector/recognizer with identity-like inswapper, GFPGAN and XSeg stand-ins."""
     folder: Path = tmp_path_factory.mktemp("identity-standins")
     standins.inswapper(str(folder / "swap.onnx"), "tiny", identity=True, batched=True)
@@ -126,7 +126,7 @@ def _inside_boxes(shape: tuple[int, ...], boxes: list[np.ndarray], margin: float
     return inside
 
 
-def test_builtin_swapper_changes_only_faces_and_moves_them_towards_the_source(default_models, astro) -> None:  # noqa: F811
+def test_builtin_swapper_changes_only_faces_and_moves_them_towards_the_source(default_models, astro) -> None:
     frame = t1()
     processor = FrameProcessor(
         default_models, {"astro": astro}, SelectionConfig(mode="all", source="astro"), FaceConfig()
@@ -151,7 +151,7 @@ def test_builtin_swapper_changes_only_faces_and_moves_them_towards_the_source(de
     assert seconds["detect"] > 0 and seconds["swap"] > 0 and seconds["paste"] > 0
 
 
-def test_frames_without_a_selected_face_pass_through_untouched(default_models, astro) -> None:  # noqa: F811
+def test_frames_without_a_selected_face_pass_through_untouched(default_models, astro) -> None:
     group, solo, blank = t1(), astronaut(), np.full((240, 320, 3), 77, np.uint8)
     # replace only the astronaut (by reference): nobody in t1 is her
     selection = SelectionConfig(mode="reference", references={"astro": "astro"})
@@ -190,7 +190,7 @@ def test_identity_standins_leave_the_frame_unchanged(identity_models, depth: int
     assert runner.batches[-2:] == [8, 4]
 
 
-def test_uint16_frames_get_the_same_swap_as_their_uint8_view(default_models, astro) -> None:  # noqa: F811
+def test_uint16_frames_get_the_same_swap_as_their_uint8_view(default_models, astro) -> None:
     processor = FrameProcessor(
         default_models, {"astro2": astro}, SelectionConfig(mode="all", source="astro2"), FaceConfig()
     )
@@ -202,7 +202,7 @@ def test_uint16_frames_get_the_same_swap_as_their_uint8_view(default_models, ast
     assert not np.array_equal(out8, group)
 
 
-def test_render_batches_across_frames_and_checks_its_input(default_models, astro) -> None:  # noqa: F811
+def test_render_batches_across_frames_and_checks_its_input(default_models, astro) -> None:
     frames = [t1(), astronaut(), t1()]
     analyzer = FaceAnalyzer(default_models, batch_size=8)
     faces = analyzer.analyze(frames, embed=False)
@@ -241,7 +241,7 @@ def test_renderers_and_model_classes_import_without_torch() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_builtin_swapper_tensor_call_is_its_numpy_call(default_models, astro) -> None:  # noqa: F811
+def test_builtin_swapper_tensor_call_is_its_numpy_call(default_models, astro) -> None:
     torch = pytest.importorskip("torch")
     swapper = default_models.swapper
     assert swapper.device is None  # no model: nothing of its own on a torch device
@@ -258,7 +258,7 @@ def test_builtin_swapper_tensor_call_is_its_numpy_call(default_models, astro) ->
     assert np.array_equal(got.permute(0, 2, 3, 1).numpy().astype(np.uint8), want)
 
 
-def test_analyzer_batches_model_calls_across_frames(default_pack) -> None:  # noqa: F811
+def test_analyzer_batches_model_calls_across_frames(default_pack) -> None:
     from pipeline.models.loader import load_face_models
 
     models = load_face_models(default_pack, CPU)

@@ -14,25 +14,18 @@ from pipeline.faces.analyze import FaceAnalyzer
 from pipeline.faces.config import SelectionConfig
 from pipeline.faces.identity import identity_from_images, load_identity
 from pipeline.faces.select import check_selection, select_faces
-from tests.faces_data import (  # noqa: F401  (fixtures)
-    astronaut,
-    carphone_frames,
-    default_models,
-    default_pack,
-    t1,
-    t1_path,
-)
+from tests.faces_data import astronaut, carphone_frames, t1, t1_path
 
 
 @pytest.fixture(scope="module")
-def identities(default_models):  # noqa: F811
+def identities(default_models):
     frames = carphone_frames(step=8)
     caller = identity_from_images("caller", [("carphone#0", frames[0])], default_models)
     astro = identity_from_images("astro", [("astronaut", astronaut())], default_models)
     return {"caller": caller, "astro": astro}
 
 
-def test_reference_selection_follows_the_caller_through_the_clip(default_models, identities) -> None:  # noqa: F811
+def test_reference_selection_follows_the_caller_through_the_clip(default_models, identities) -> None:
     frames = carphone_frames(step=8)  # 15 frames over the whole clip
     analyzer = FaceAnalyzer(default_models)
     faces = analyzer.analyze(frames)
@@ -46,7 +39,7 @@ def test_reference_selection_follows_the_caller_through_the_clip(default_models,
     assert analyzer.stage_seconds["detect"] > 0 and analyzer.stage_seconds["recognize"] > 0
 
 
-def test_nobody_in_t1_is_the_astronaut(default_models, identities) -> None:  # noqa: F811
+def test_nobody_in_t1_is_the_astronaut(default_models, identities) -> None:
     faces = FaceAnalyzer(default_models).analyze([t1()])[0]
     assert len(faces) == 6
     selection = SelectionConfig(mode="reference", references={"astro": "caller"})
@@ -54,7 +47,7 @@ def test_nobody_in_t1_is_the_astronaut(default_models, identities) -> None:  # n
     assert max(float(f.embedding @ identities["astro"].embedding) for f in faces) < 0.3
 
 
-def test_several_people_in_one_shot_each_get_their_source(default_models, identities) -> None:  # noqa: F811
+def test_several_people_in_one_shot_each_get_their_source(default_models, identities) -> None:
     group = t1()
     a = identity_from_images("a", [("t1", group)], default_models, face_index=0)
     d = identity_from_images("d", [("t1", group)], default_models, face_index=3)
@@ -98,7 +91,7 @@ def test_selection_config_is_checked(identities) -> None:
         check_selection(SelectionConfig(mode="reference", references={"nobody": "astro"}), identities)
 
 
-def test_identity_from_files_is_the_normalised_mean(default_models, tmp_path: Path) -> None:  # noqa: F811
+def test_identity_from_files_is_the_normalised_mean(default_models, tmp_path: Path) -> None:
     image = astronaut()
     first, second = tmp_path / "astro.png", tmp_path / "astro_mirror.jpg"
     cv2.imwrite(str(first), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
@@ -113,7 +106,7 @@ def test_identity_from_files_is_the_normalised_mean(default_models, tmp_path: Pa
     assert float(one.embedding @ mirror.embedding) > 0.6
 
 
-def test_identity_errors_name_the_image(default_models, tmp_path: Path) -> None:  # noqa: F811
+def test_identity_errors_name_the_image(default_models, tmp_path: Path) -> None:
     blank = tmp_path / "blank.png"
     cv2.imwrite(str(blank), np.full((240, 320, 3), 128, np.uint8))
     with pytest.raises(FaceError, match="blank.png.*no face"):

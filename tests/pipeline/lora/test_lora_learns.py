@@ -24,7 +24,7 @@ from pipeline.geometry.align import warp_crops
 from pipeline.lora import LoadedAdapter, load_adapter, prepare_model, run, write_adapter
 from pipeline.lora.train import TrainConfig, read_emap, source_latent, train_adapter
 from pipeline.models.default_pack import float_sface_bytes
-from tests.faces_data import astronaut, carphone_frames, default_models, default_pack, t1  # noqa: F401
+from tests.faces_data import astronaut, carphone_frames, t1
 from tests.lora_evidence import arcface_contract_sface, make_identity_swapper
 
 MARGIN = 0.2  # measured +0.34 (0.04 -> 0.37; SFace's match threshold is 0.363)
@@ -37,7 +37,7 @@ def _aligned(models, rgb: np.ndarray, largest: int = 0) -> np.ndarray:
 
 
 @pytest.mark.slow
-def test_adapter_raises_similarity_to_its_identity_on_held_out_frames(default_models, tmp_path: Path) -> None:  # noqa: F811
+def test_adapter_raises_similarity_to_its_identity_on_held_out_frames(default_models, tmp_path: Path) -> None:
     models = default_models
 
     def sface(crops: np.ndarray) -> np.ndarray:  # 128 px inswapper crops -> SFace embeddings
@@ -89,7 +89,7 @@ def test_adapter_raises_similarity_to_its_identity_on_held_out_frames(default_mo
     assert (tuned > base).all(), (base, tuned)  # every held-out frame, not just on average
 
     # The adapter is per identity: in a job another identity is served without it (identical to
-    # the base, see tests/cluster/test_lora_job.py).  Even applied to that identity by mistake
+    # the base, see tests/integration/jobs/test_lora_job.py).  Even applied to that identity by mistake
     # it moves its swaps' similarity to that identity by little.
     other_base = sface(swap(held_out, embed512(other), None)) @ ref_other
     other_tuned = sface(swap(held_out, embed512(other), adapter)) @ ref_other

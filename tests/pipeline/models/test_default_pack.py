@@ -23,7 +23,7 @@ from pipeline.models.default_pack import (
 )
 from pipeline.models.pack import ModelEntry
 from pipeline.models.yunet import YunetDetector
-from tests.faces_data import astronaut, default_models, default_pack  # noqa: F401  (fixtures)
+from tests.faces_data import astronaut
 
 
 class _Session:
@@ -109,7 +109,7 @@ def test_retinaface_variant(tmp_path: Path) -> None:
     assert (tmp_path / RETINAFACE_FILE).is_file()
 
 
-def test_builtin_default_loads_through_the_pack_loader(default_pack, default_models) -> None:  # noqa: F811
+def test_builtin_default_loads_through_the_pack_loader(default_pack, default_models) -> None:
     swapper = default_pack.entry("swapper")
     assert swapper is not None and swapper.kind == "builtin" and swapper.contract["quality"] == "preview"
     assert default_models.swapper.quality == "preview"

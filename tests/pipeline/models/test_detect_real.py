@@ -12,7 +12,7 @@ from pipeline.models.pack import ModelEntry
 from pipeline.models.retinaface import RetinaFaceDetector
 from pipeline.models.runtime import make_runner
 from pipeline.models.runtime.settings import ExecutionConfig
-from tests.faces_data import astronaut, default_models, default_pack, t1  # noqa: F401  (fixtures)
+from tests.faces_data import astronaut, t1
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def _check_anatomy(face: Face) -> None:
 
 
 @pytest.mark.parametrize("which", ["yunet", "retinaface"])
-def test_finds_all_six_faces_in_t1_and_the_astronaut(which: str, default_models, retinaface) -> None:  # noqa: F811
+def test_finds_all_six_faces_in_t1_and_the_astronaut(which: str, default_models, retinaface) -> None:
     detector = default_models.detector if which == "yunet" else retinaface
     group = detector.detect(t1())
     assert len(group) == 6
@@ -62,7 +62,7 @@ def test_finds_all_six_faces_in_t1_and_the_astronaut(which: str, default_models,
     assert 150 < x1 < 200 and 40 < y1 < 90 and 250 < x2 < 300 and 150 < y2 < 200  # her face
 
 
-def test_batched_detection_equals_single(default_models) -> None:  # noqa: F811
+def test_batched_detection_equals_single(default_models) -> None:
     frames = [t1(), astronaut(), np.full((200, 300, 3), 90, np.uint8)]
     batched = default_models.detector.detect_batch(frames)
     assert [len(b) for b in batched] == [6, 1, 0]

@@ -19,8 +19,7 @@ from pipeline.plates.probe import probe_sequence
 from pipeline.plates.sequence import parse_sequence_url
 from pipeline.store import storage
 from pipeline.video.sequence_types import ColourRequest
-from tests.pipeline.plates.test_probe import FORMATS
-from tests.plates import write_sequence
+from tests.plates import FORMATS, write_sequence
 
 
 def _probe(url, fmt):

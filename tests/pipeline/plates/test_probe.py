@@ -12,21 +12,8 @@ from pipeline.errors import MediaError, SpecError
 from pipeline.plates.probe import probe_sequence
 from pipeline.store import storage
 from pipeline.video.sequence_types import ColourRequest
-from tests.plates import write_frame, write_sequence
-
-FORMATS = {
-    "exr-half-piz": {"fmt": "exr", "pixel": "half", "compression": "piz"},
-    "exr-float-dwaa": {"fmt": "exr", "pixel": "float", "compression": "dwaa"},
-    "dpx-10": {"fmt": "dpx", "pixel": "uint10", "compression": None, "colour_space": None},
-    "tiff-16": {
-        "fmt": "tiff",
-        "pixel": "uint16",
-        "compression": "zip",
-        "colour_space": None,
-        "fps": None,
-        "timecode": None,
-    },
-}
+from tests.pipeline.plates.fs_calls import counting
+from tests.plates import FORMATS, write_frame, write_sequence
 
 
 @pytest.mark.parametrize("kind", FORMATS)
@@ -159,8 +146,6 @@ def test_multi_part_exr_is_refused(tmp_path):
 
 
 def test_probe_on_s3_reads_heads_and_tails_not_whole_frames(s3_bucket, tmp_path, monkeypatch):
-    from tests.pipeline.plates.test_sequence import counting
-
     local = write_sequence(tmp_path, "s", count=3, size=(2048, 1080))
     assert os.path.getsize(local.replace("####", "1001")) > 3_000_000  # more than head + tail
     for n in range(1001, 1004):

@@ -9,6 +9,7 @@ import pytest
 from pipeline.errors import MediaError
 from pipeline.plates.sequence import frames_are, is_sequence_url, list_frames, parse_sequence_url
 from pipeline.store import storage
+from tests.pipeline.plates.fs_calls import counting
 
 
 @pytest.mark.parametrize(
@@ -83,31 +84,6 @@ def test_local_listing_matches_exact_names_and_wide_numbers(tmp_path):
     assert frames[-1].url == f"{tmp_path}/sh.10000.exr" and frames[-1].size == len("sh.10000.exr")
     assert frames[0].stamp == str(os.stat(tmp_path / "sh.-001.exr").st_mtime_ns)
     assert list_frames(parse_sequence_url(f"{tmp_path}/missing/sh.####.exr")) == []
-
-
-class CountingFS:
-    """Wraps an fsspec filesystem and records every method called on it."""
-
-    def __init__(self, fs, calls):
-        self._fs, self._calls = fs, calls
-
-    def __getattr__(self, name):
-        attr = getattr(self._fs, name)
-        if callable(attr) and not name.startswith("_"):
-
-            def wrapped(*args, **kwargs):
-                self._calls.append(name)
-                return attr(*args, **kwargs)
-
-            return wrapped
-        return attr
-
-
-def counting(monkeypatch):
-    calls: list[str] = []
-    real = storage.filesystem
-    monkeypatch.setattr(storage, "filesystem", lambda url: (CountingFS(real(url)[0], calls), real(url)[1]))
-    return calls
 
 
 def test_s3_listing_is_one_request(s3_bucket, monkeypatch):

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from pipeline.provenance.credentials import ManifestInfo, SignerConfig, sign_video
 from tests.clips import ClipSpec, write_clip
 
 
@@ -143,3 +144,27 @@ def astronaut_clip(
         frames.append(np.clip(crop, 0, 255).astype(np.uint8))
         boxes.append([(160 - dx, 40, 400 - dx, 340)])  # the face, measured on the still
     return frames, boxes
+
+
+MODEL_HASH = "3f" * 32
+INFO = ManifestInfo(
+    title="sh010_v001.mp4",
+    job_id="nightfall-7",
+    identities={"alice": "REL-2026-0042", "bob": "REL-2026-0043"},
+    model_pack_sha256=MODEL_HASH,
+    adapters={"alice": "9a" * 32},
+    watermark_payload=0x1234ABCD,
+)
+"""What :func:`signed_render` signs into its video."""
+
+
+def signed_render(folder: Path) -> dict[str, Path]:
+    """A 48-frame render signed with :data:`INFO` by a test CA made in ``folder``: the CA's files,
+    ``render`` (unsigned), ``signed`` and ``folder`` (the ``signed`` fixture, ``tests/conftest.py``)."""
+    ca = make_test_ca(folder / "ca")
+    ramp = np.linspace(0, 255, 320, dtype=np.uint8)[None, :, None]
+    frames = [np.broadcast_to(np.roll(ramp, i * 4, axis=1), (240, 320, 3)).copy() for i in range(48)]
+    write_video(folder / "render.mp4", frames)
+    config = SignerConfig(certificate_chain_url=str(ca["chain"]), private_key_url=str(ca["key"]))
+    sign_video(folder / "render.mp4", folder / "signed.mp4", INFO, config)
+    return {**ca, "render": folder / "render.mp4", "signed": folder / "signed.mp4", "folder": folder}

@@ -15,7 +15,7 @@ import pytest
 from pipeline.errors import SpecError
 from pipeline.provenance.consent import check_faces, load_references, picture_embeddings, read_embeddings
 from pipeline.provenance.policy import PolicyError, parse_policy
-from tests.faces_data import astronaut, carphone_frames, default_models, default_pack  # noqa: F401
+from tests.faces_data import astronaut, carphone_frames
 
 
 def _write(path: Path, rgb: np.ndarray) -> str:
@@ -44,7 +44,7 @@ def _policy(tmp_path: Path, reference: np.ndarray, **clearance: object) -> tuple
     return parse_policy(text, "studio.yaml"), str(npy)
 
 
-def test_same_person_passes_other_person_is_refused(default_models, pictures, tmp_path) -> None:  # noqa: F811
+def test_same_person_passes_other_person_is_refused(default_models, pictures, tmp_path) -> None:
     ((_, reference),) = picture_embeddings([pictures["person_a"]], default_models, None)
     policy, npy = _policy(tmp_path, reference)
     assert refs_urls(policy) == (npy,)
@@ -71,7 +71,7 @@ def test_same_person_passes_other_person_is_refused(default_models, pictures, tm
         check_faces("hero", load_references(strict, ["hero"], "studio.yaml")["hero"], later)
 
 
-def test_reference_from_another_recognizer_is_refused(default_models, pictures, tmp_path) -> None:  # noqa: F811
+def test_reference_from_another_recognizer_is_refused(default_models, pictures, tmp_path) -> None:
     policy, _ = _policy(tmp_path, np.ones(512, np.float32))
     faces = picture_embeddings([pictures["person_a"]], default_models, None)
     with pytest.raises(PolicyError, match="512 dimensions"):

@@ -6,35 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from jobs import verify as verify_cli
 from pipeline.errors import MediaError, SpecError
-from pipeline.provenance.credentials import ManifestInfo, SignerConfig, sign_video, verify_video
-from tests.pipeline.provenance.provenance_helpers import make_test_ca, write_video
-
-MODEL_HASH = "3f" * 32
-INFO = ManifestInfo(
-    title="sh010_v001.mp4",
-    job_id="nightfall-7",
-    identities={"alice": "REL-2026-0042", "bob": "REL-2026-0043"},
-    model_pack_sha256=MODEL_HASH,
-    adapters={"alice": "9a" * 32},
-    watermark_payload=0x1234ABCD,
-)
-
-
-@pytest.fixture(scope="module")
-def signed(tmp_path_factory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("c2pa")
-    ca = make_test_ca(folder / "ca")
-    ramp = np.linspace(0, 255, 320, dtype=np.uint8)[None, :, None]
-    frames = [np.broadcast_to(np.roll(ramp, i * 4, axis=1), (240, 320, 3)).copy() for i in range(48)]
-    write_video(folder / "render.mp4", frames)
-    config = SignerConfig(certificate_chain_url=str(ca["chain"]), private_key_url=str(ca["key"]))
-    sign_video(folder / "render.mp4", folder / "signed.mp4", INFO, config)
-    return {**ca, "render": folder / "render.mp4", "signed": folder / "signed.mp4", "folder": folder}
+from pipeline.provenance.credentials import SignerConfig, sign_video, verify_video
+from tests.pipeline.provenance.provenance_helpers import INFO, MODEL_HASH, make_test_ca
 
 
 def test_signed_output_verifies_and_names_consent_and_model(signed) -> None:

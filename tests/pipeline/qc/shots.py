@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import cv2
 import numpy as np
 
 from pipeline.faces.analyze import FaceAnalyzer
@@ -15,9 +16,12 @@ from pipeline.qc.config import QcConfig
 from pipeline.qc.records import GRID, FaceMeasure
 from pipeline.tracking.faceplan import ShotFacePlan, plan_shot
 from pipeline.tracking.tracker import TrackingConfig, track_chunk
+from tests.faces_data import render_clip
 
 FIRST_NUMBER = 1001  # a plate sequence's own numbering
 FIRST_POSITION = 48  # the shot starts this far into its source
+N = 26
+"""Frames of :func:`occluded_frames`."""
 
 
 @dataclass
@@ -108,3 +112,15 @@ def with_landmarks(plan: ShotFacePlan, shift: Mapping[int, np.ndarray]) -> ShotF
 def numbers_of(flags, reason: str) -> list[int]:
     """Every frame number covered by the flags of ``reason``, sorted."""
     return sorted({n for f in flags if f.reason == reason for n in range(f.first, f.last + 1)})
+
+
+def occluded_frames() -> list[np.ndarray]:
+    """A still real face; a dark board 150 px wide slides across it, 15 px a frame."""
+    clip = render_clip([lambda t: (160.0, 120.0)], N, seed=1)
+    frames = []
+    for t, frame in enumerate(clip.frames):
+        frame = frame.copy()
+        x = -120 + 15 * t
+        cv2.rectangle(frame, (x, 30), (x + 150, 215), (40, 44, 40), -1)
+        frames.append(frame)
+    return frames

@@ -4,34 +4,19 @@ from __future__ import annotations
 
 import json
 
-import cv2
 import numpy as np
 import pytest
 
 from pipeline.faces.config import SelectionConfig
 from pipeline.qc.config import QcConfig
 from pipeline.tracking.tracker import TrackingConfig
-from tests.faces_data import default_models, default_pack, render_clip  # noqa: F401
-from tests.pipeline.qc.shots import FIRST_NUMBER, detect, numbers_of, qc, track_and_plan
+from tests.pipeline.qc.shots import FIRST_NUMBER, N, detect, numbers_of, occluded_frames, qc, track_and_plan
 
 ALL = SelectionConfig(mode="all", source="anna")
-N = 26
-
-
-def occluded_frames() -> list[np.ndarray]:
-    """A still real face; a dark board 150 px wide slides across it, 15 px a frame."""
-    clip = render_clip([lambda t: (160.0, 120.0)], N, seed=1)
-    frames = []
-    for t, frame in enumerate(clip.frames):
-        frame = frame.copy()
-        x = -120 + 15 * t
-        cv2.rectangle(frame, (x, 30), (x + 150, 215), (40, 44, 40), -1)
-        frames.append(frame)
-    return frames
 
 
 @pytest.fixture(scope="module")
-def occluded(default_models):  # noqa: F811
+def occluded(default_models):
     faces = detect(default_models, occluded_frames())
     vanished = [t for t, f in enumerate(faces) if not f]
     # The board really hides the face for a few frames in the middle, and only there.

@@ -11,7 +11,7 @@ from pipeline.faces.config import SelectionConfig
 from pipeline.qc.config import QcConfig
 from pipeline.qc.records import FaceMeasure
 from pipeline.tracking.faceplan import ShotFacePlan
-from tests.faces_data import crossing_clip, default_models, default_pack  # noqa: F401
+from tests.faces_data import crossing_clip
 from tests.pipeline.qc.shots import FIRST_NUMBER, FIRST_POSITION, detect, numbers_of, qc, track_and_plan
 
 N = 40
@@ -19,7 +19,7 @@ SEL = SelectionConfig(mode="reference", references={"ref_left": "anna", "ref_rig
 
 
 @pytest.fixture(scope="module")
-def crossing(default_models):  # noqa: F811
+def crossing(default_models):
     faces = detect(default_models, crossing_clip(N).frames)
     first = faces[0]
     left = min(range(len(first)), key=lambda i: float(first[i].box[0]))

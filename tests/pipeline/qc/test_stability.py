@@ -8,7 +8,7 @@ import pytest
 from pipeline.faces.config import SelectionConfig
 from pipeline.qc.config import QcConfig
 from pipeline.qc.stability import flicker_value
-from tests.faces_data import default_models, default_pack, still_noise_clip  # noqa: F401
+from tests.faces_data import still_noise_clip
 from tests.pipeline.qc.shots import (
     FIRST_NUMBER,
     RealShot,
@@ -26,7 +26,7 @@ CONFIG = QcConfig()
 
 
 @pytest.fixture(scope="module")
-def still(default_models) -> RealShot:  # noqa: F811
+def still(default_models) -> RealShot:
     faces = detect(default_models, still_noise_clip(N).frames)
     assert all(len(f) == 1 for f in faces)
     return track_and_plan(faces, ALL)

@@ -1,0 +1,327 @@
+"""The work area's lease on a local disk and on the loopback S3 store, without Ray.
+
+Races are real: several threads (or processes) at a barrier, on the real store.
+A dead driver is a real process killed with SIGKILL, or the lease object a dead
+driver leaves (a heartbeat older than its expiry) written where it would be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cluster.lease.acquire import (
+    Holder,
+    Lease,
+    LeaseConfig,
+    LeaseHeld,
+    LeaseLost,
+    acquire_lease,
+    lease_url,
+    submission_id,
+)
+from cluster.lease.store import LeaseStore
+from cluster.spec.job import parse_spec
+from pipeline.errors import SpecError
+from pipeline.store import storage
+from tests.raytools import REPO
+
+FAST = LeaseConfig.model_construct(expiry_seconds=1.5, heartbeat_seconds=0.2)
+"""Below a job spec's bounds (expiry >= 5 s, heartbeat >= 1 s): built without validation, as no spec can."""
+STEADY = LeaseConfig(expiry_seconds=30, heartbeat_seconds=5)
+"""For holders that must stay live through a test on a busy machine."""
+SUBMITTED = {"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"metadata": {"job_submission_id": "raysubmit_Ab12"}})}
+
+
+@pytest.fixture(params=["local", "s3"])
+def work(request, tmp_path) -> str:
+    """A job's work area on a local disk, or on the loopback S3 store."""
+    if request.param == "local":
+        return str(tmp_path / ".recast-work" / "job")
+    bucket = request.getfixturevalue("s3_bucket")
+    return f"{bucket}/work/job"
+
+
+def _race(n: int, fn: Callable[[int], Any]) -> list[Any]:
+    """Run ``fn(i)`` on ``n`` threads released together; each result or the exception it raised."""
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+
+    def go(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = fn(i)
+        except Exception as exc:  # noqa: BLE001 - the test looks at every outcome
+            results[i] = exc
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+def _stale(job_id: str = "job", age: float = 120.0, pid: int = 4242) -> Holder:
+    """The lease a driver that died ``age`` seconds ago leaves behind."""
+    then = time.time() - age
+    return Holder("dead" + "0" * 28, job_id, None, "render-07", pid, then - 600, then, 60.0)
+
+
+def _leftovers(work: str) -> list[str]:
+    return [u for u in storage.listdir(work) if "lease.takeover-" in u or ".tmp-" in u]
+
+
+def test_second_driver_is_refused_naming_the_holder(work) -> None:
+    first = acquire_lease(work, STEADY, job_id="job", env=SUBMITTED)
+    try:
+        stored = json.loads(storage.read_bytes(lease_url(work)))
+        assert stored["submission_id"] == "raysubmit_Ab12" and stored["pid"] == os.getpid()
+        assert stored["host"] and stored["heartbeat_at"] >= stored["acquired_at"] > 0
+        with pytest.raises(LeaseHeld) as refused:
+            acquire_lease(work, FAST, job_id="job")
+        message = str(refused.value)
+        for words in (
+            f"work area {work}",
+            "Ray job raysubmit_Ab12",
+            f"pid {os.getpid()}",
+            "s ago",
+            "ray job stop raysubmit_Ab12",
+            "when its lease expires (30 s without a heartbeat)",
+        ):
+            assert words in message, message
+    finally:
+        first.release()
+    assert not storage.exists(lease_url(work))
+    again = acquire_lease(work, FAST, job_id="job")
+    assert again.reason is None and again.took_over is None
+    again.release()
+
+
+def test_drivers_starting_at_once_one_wins(work) -> None:
+    for _ in range(3):
+        outcomes = _race(6, lambda i: acquire_lease(work, STEADY, job_id="job"))
+        won = [o for o in outcomes if isinstance(o, Lease)]
+        refused = [o for o in outcomes if isinstance(o, LeaseHeld)]
+        assert len(won) == 1 and len(refused) == 5, outcomes
+        assert all("in use by" in str(r) for r in refused), refused
+        assert Holder.from_bytes(storage.read_bytes(lease_url(work))).token == won[0].holder.token
+        won[0].release()
+        assert not storage.exists(lease_url(work)) and not _leftovers(work)
+
+
+def test_expired_lease_is_taken_over_by_exactly_one(work) -> None:
+    store = LeaseStore(work)
+    for round_ in range(3):
+        stale = _stale(pid=4000 + round_)
+        store.replace(lease_url(work), stale.to_bytes())
+        outcomes = _race(5, lambda i: acquire_lease(work, STEADY, job_id="job"))
+        won = [o for o in outcomes if isinstance(o, Lease)]
+        refused = [o for o in outcomes if isinstance(o, LeaseHeld)]
+        assert len(won) == 1 and len(refused) == 4, outcomes
+        assert won[0].reason == "expired" and won[0].took_over == stale
+        assert f"render-07 (pid {4000 + round_})" in (won[0].takeover_message() or "")
+        assert Holder.from_bytes(storage.read_bytes(lease_url(work))).token == won[0].holder.token
+        # The losers name the winner, as the holder or as the driver taking the lease over.
+        assert all(f"pid {os.getpid()}" in str(r) for r in refused), refused
+        won[0].release()
+        assert not _leftovers(work), storage.listdir(work)
+
+
+def test_marker_of_a_taker_that_died_is_skipped_and_a_live_one_refuses(work) -> None:
+    store = LeaseStore(work)
+    stale = _stale()
+    store.replace(lease_url(work), stale.to_bytes())
+    live_taker = replace(_stale(pid=555, age=0.0), token="taker" + "1" * 27)
+    marker = storage.join(work, f"lease.takeover-{stale.token}-1.json")
+    store.replace(marker, live_taker.to_bytes())
+    with pytest.raises(LeaseHeld) as refused:
+        acquire_lease(work, FAST, job_id="job")
+    assert "being taken over by a driver on host render-07 (pid 555)" in str(refused.value)
+    store.replace(marker, replace(live_taker, heartbeat_at=time.time() - 300).to_bytes())  # it died there
+    lease = acquire_lease(work, FAST, job_id="job")
+    assert lease.reason == "expired" and lease.took_over == stale
+    assert not _leftovers(work), storage.listdir(work)
+    lease.release()
+
+
+def test_heartbeat_refreshes_and_a_forced_takeover_stops_the_old_holder(work) -> None:
+    old = acquire_lease(work, FAST, job_id="job")
+    first_beat = old.holder.heartbeat_at
+    time.sleep(4 * FAST.heartbeat_seconds)
+    assert Holder.from_bytes(storage.read_bytes(lease_url(work))).heartbeat_at > first_beat
+    old.check()
+    old.confirm()
+    new = acquire_lease(work, FAST, job_id="job", force=True)
+    assert new.reason == "forced" and new.took_over is not None and new.took_over.token == old.holder.token
+    with pytest.raises(LeaseLost, match="taken over by a driver on host"):
+        old.confirm()  # before a publish: the store is read
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and old._lost is None:
+        time.sleep(0.05)
+    with pytest.raises(LeaseLost):
+        old.check()  # the heartbeat found it too
+    old.release()  # must not remove the new holder's lease
+    assert Holder.from_bytes(storage.read_bytes(lease_url(work))).token == new.holder.token
+    new.release()
+    assert not storage.exists(lease_url(work))
+
+
+_HOLD = """
+import sys, time
+from cluster.lease.acquire import LeaseConfig, acquire_lease
+acquire_lease(sys.argv[1], LeaseConfig.model_construct(expiry_seconds=4.0, heartbeat_seconds=0.3), job_id="job")
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_killed_holder_keeps_the_lease_until_it_expires(work) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, work], cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        time.sleep(0.7)  # a few heartbeats
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    killed_at = time.time()
+    with pytest.raises(LeaseHeld, match=f"pid {proc.pid}"):
+        acquire_lease(work, FAST, job_id="job")
+    # No waiting for the expiry: the next driver's clock reads 4.5 s later (the lease's expiry is 4 s).
+    lease = acquire_lease(work, FAST, job_id="job", clock=lambda: killed_at + 4.5)
+    assert lease.reason == "expired" and lease.took_over is not None and lease.took_over.pid == proc.pid
+    lease.release()
+    assert not _leftovers(work), storage.listdir(work)
+
+
+def test_s3_conditional_create_refuses_an_existing_object(s3_bucket) -> None:
+    """moto answers 412 to ``If-None-Match: *`` on an existing key, as S3 does."""
+    url = f"{s3_bucket}/work/x.json"
+    store = LeaseStore(url)
+    assert store.conditional
+    assert store.create(url, b"first") is True
+    assert store.create(url, b"second") is False
+    assert storage.read_bytes(url) == b"first"
+
+
+@pytest.mark.parametrize("where", ["s3", "memory"])
+def test_create_by_read_back_keeps_one_winner(where, request) -> None:
+    """Stores without conditional writes: check, write, pause, read back; racing writers, one winner."""
+    if where == "s3":
+        base = request.getfixturevalue("s3_bucket")
+    else:
+        base = f"memory://lease-test-{os.getpid()}-{time.monotonic_ns()}"
+    store = LeaseStore(base, conditional=False, settle_seconds=0.3)
+    for round_ in range(4):
+        url = f"{base}/race-{round_}.json"
+        outcomes = _race(6, lambda i, url=url: store.create(url, f"writer {i}".encode()))
+        assert outcomes.count(True) == 1 and outcomes.count(False) == 5, outcomes
+        assert storage.read_bytes(url) == f"writer {outcomes.index(True)}".encode()
+
+
+def test_unreadable_lease_is_refused_unless_forced(tmp_path) -> None:
+    work = str(tmp_path / "work")
+    os.makedirs(work)
+    Path(work, "lease.json").write_text("{not json")
+    with pytest.raises(LeaseHeld, match="not a readable lease.*--force-takeover"):
+        acquire_lease(work, FAST, job_id="job")
+    lease = acquire_lease(work, FAST, job_id="job", force=True)
+    assert lease.reason == "forced" and lease.took_over is None
+    lease.release()
+    assert not os.path.exists(os.path.join(work, "lease.json"))
+
+
+def test_submission_id_comes_from_the_job_config_ray_passes() -> None:
+    assert submission_id(SUBMITTED) == "raysubmit_Ab12"
+    assert submission_id({"RAY_JOB_SUBMISSION_ID": "raysubmit_X"}) == "raysubmit_X"
+    assert submission_id({}) is None
+    assert submission_id({"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}"}) is None
+
+
+def _spec(**lease: Any) -> dict[str, Any]:
+    return {
+        "job_id": "ep1",
+        "shots": [{"name": "a", "url": "/data/a.mp4"}],
+        "identities": {"hero": {"images": ["/refs/hero.jpg"]}},
+        "output": {"url": "/out/{shot}.mp4"},
+        "lease": lease,
+    }
+
+
+@pytest.mark.parametrize(
+    ("lease", "field", "words"),
+    [
+        ({"expiry_seconds": 0}, "lease.expiry_seconds", "greater than or equal to 5"),
+        ({"heartbeat_seconds": -1}, "lease.heartbeat_seconds", "greater than or equal to 1"),
+        (
+            {"expiry_seconds": 15},
+            "lease.heartbeat_seconds",
+            "10 must be at most a third of lease.expiry_seconds (15)",
+        ),
+        ({"seconds": 30}, "lease.seconds", "unknown key"),
+        ({"expiry_seconds": "soon"}, "lease.expiry_seconds", "valid number"),
+    ],
+)
+def test_bad_lease_settings_name_the_field(lease, field, words) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(_spec(**lease))
+    assert err.value.field == field and words in err.value.reason, str(err.value)
+
+
+def test_lease_settings_default_and_apply() -> None:
+    assert parse_spec(_spec()).lease == LeaseConfig(expiry_seconds=60.0, heartbeat_seconds=10.0)
+    assert parse_spec(_spec(expiry_seconds=120)).lease.expiry_seconds == 120
+
+
+def test_render_refuses_a_held_work_area_before_ray(tmp_path, capsys, no_ray) -> None:
+    """``python -m jobs.render`` on a work area another driver holds: exit 2, holder named, nothing written."""
+    from jobs.render import EXIT_BAD_INPUT, main
+    from tests.faultjobs import job_spec, make_media
+
+    media = make_media(str(tmp_path / "media"))
+    out = tmp_path / "out"
+    spec_path = tmp_path / "job.yaml"
+    spec_path.write_text(yaml.safe_dump(job_spec(media, str(out), "held")))
+    work = str(out / ".recast-work" / "held")
+    holder = acquire_lease(work, LeaseConfig(), job_id="held", env=SUBMITTED)
+    try:
+        assert main([str(spec_path)]) == EXIT_BAD_INPUT
+        err = capsys.readouterr().err
+        assert "recast: job held not started: work area" in err and work in err, err
+        assert "raysubmit_Ab12" in err and "ray job stop raysubmit_Ab12" in err and "expires" in err, err
+        assert sorted(os.listdir(work)) == ["lease.json"]  # no manifest, no summary
+        assert Holder.from_bytes(storage.read_bytes(lease_url(work))).token == holder.holder.token
+    finally:
+        holder.release()
+
+
+def test_expiry_is_judged_by_the_clock_given(work) -> None:
+    """One second short of the expiry the lease is held; one second past it, it is taken over."""
+    stale = _stale(age=0.0)
+    LeaseStore(work).replace(lease_url(work), stale.to_bytes())
+    with pytest.raises(LeaseHeld, match="render-07"):
+        acquire_lease(work, STEADY, job_id="job", clock=lambda: stale.heartbeat_at + stale.expiry_seconds - 1)
+    later = stale.heartbeat_at + stale.expiry_seconds + 1
+    lease = acquire_lease(work, STEADY, job_id="job", clock=lambda: later)
+    assert lease.reason == "expired" and lease.took_over == stale
+    assert lease.holder.acquired_at == later == lease.holder.heartbeat_at
+    lease.release()
+    assert not _leftovers(work), storage.listdir(work)

@@ -1,0 +1,33 @@
+"""One plate and one clean render of it for the whole session: every recovered, resumed or taken-over
+job of ``test_faults``, ``test_resume_verify`` and ``test_lease_jobs`` must publish the clean
+render's bytes, so it is rendered once, not once per module."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cluster.driver import run_job
+from cluster.spec.job import parse_spec
+from tests.faultjobs import CHUNKS, job_spec, make_media, sha256_file
+from tests.raytools import SharedRay
+
+
+@pytest.fixture(scope="session")
+def fault_media(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The plate and source picture of the fault tests (:func:`tests.faultjobs.make_media`)."""
+    return make_media(str(tmp_path_factory.mktemp("fault-media")))
+
+
+@pytest.fixture(scope="session")
+def clean_reference(
+    fault_media: dict[str, str], tmp_path_factory: pytest.TempPathFactory, ray_session: SharedRay
+) -> str:
+    """sha256 of a clean run's output of ``job_spec(fault_media, ...)`` (on the shared local Ray)."""
+    out = str(tmp_path_factory.mktemp("fault-clean"))
+    with ray_session.use():
+        summary = run_job(parse_spec(job_spec(fault_media, out, "clean")))
+    assert summary.ok, summary.table()
+    assert summary.shots[0].chunks == CHUNKS and summary.shots[0].faces_swapped > 0
+    return sha256_file(os.path.join(out, "plate.mp4"))
