@@ -125,6 +125,9 @@ class JobSummary:
     """Wall-clock time (``time.time()``) the driver started; the ``*_seconds`` offsets count from it."""
     lease: dict[str, Any] | None = None
     """The work area's lease: this driver's holder, and whose lease it took over and why (``Lease.record``)."""
+    edit: dict[str, Any] | None = None
+    """With ``edit:``, what the cut gave (``EditPlan.summary``): clips, skipped clips and why, clamped
+    handles, whether ``output.timeline_url`` was written."""
 
     @property
     def ok(self) -> bool:
@@ -164,6 +167,7 @@ class JobSummary:
             "warnings": self.warnings,
             "failures": self.failures,
             "lease": self.lease,
+            "edit": self.edit,
             "actor_info": self.actor_info,
             "shots": [s.to_dict() for s in self.shots],
         }
