@@ -23,6 +23,11 @@ TIMELINE_MAX_BYTES = 64 * 1024 * 1024
 """Largest timeline file read (an ``.otioz`` bundle counts whole)."""
 EXTRAS = {"AAF": ("aaf", "otio-aaf-adapter")}
 """Adapters Recast reads through an optional extra: adapter -> (extra, package)."""
+WRITER_LIMITS = {
+    "cmx_3600": "an EDL holds one video track and no nested stack",
+    "fcp_xml": "its FCP 7 XML writer takes movie clips only (no image sequence, no offline clip)",
+}
+"""What each writer cannot write, said with its refusal (write ``.otio`` instead)."""
 _EVENT_LINE = re.compile(r"^\s*(\d+)\s+\S+\s+(\S+)\s+")
 """An EDL event line: its number and channels (only to name events; OTIO reads the EDL)."""
 
@@ -98,5 +103,6 @@ def timeline_bytes(timeline: otio.schema.Timeline, url: str) -> bytes:
     except Exception as exc:
         raise SpecError(
             "output.timeline_url",
-            f"{url}: the {name} adapter cannot write this cut: {type(exc).__name__}: {exc}",
+            f"{url}: the {name} adapter cannot write this cut ({WRITER_LIMITS.get(name, 'see its error')}; "
+            f"write .otio instead): {type(exc).__name__}: {exc}",
         ) from exc

@@ -94,3 +94,27 @@ def test_a_reel_without_media_is_offline(media: Media, tmp_path) -> None:
     assert "event 4, clip 'sc040'" in err.value.reason and "reel Z009C009" in err.value.reason
     skipped = shots_of(job(media, edl, offline="skip"))
     assert [name for name, _, _ in skipped] == ["sc010", "sc020", "sc010b"]
+
+
+def reel_event(name: str, reel: str, timecode: str, frames: int) -> otio.schema.Clip:
+    event = clip(name, None, TR(otio.opentime.from_timecode(timecode, RATE), RT(frames, RATE)))
+    event.metadata["cmx_3600"] = {"reel": reel}
+    return event
+
+
+@pytest.mark.parametrize("kind", ["dpx", "movie"])
+def test_dpx_and_movie_reels_are_placed_by_their_own_timecode(media: Media, tmp_path, kind: str) -> None:
+    if kind == "dpx":  # C003C001 starts at 03:00:00:00 (DPX header): 2 frames in is frame 1003
+        pattern = os.path.join(media.root, "reels", "{reel}", "{reel}.####.dpx")
+        event, expected = reel_event("sc050", "C003C001", "03:00:00:02", 6), (media.dpx.url, "1003-1008")
+    else:  # M30.mp4 starts at 01:00:00:00 (30 fps): 1 s in is its frame 30, 1 s of it 30 frames
+        pattern = os.path.join(media.root, "{reel}.mp4")
+        event, expected = reel_event("sc060", "M30", "01:00:01:00", 24), (media.movie, "30-59")
+    edl = tmp_path / f"{kind}.edl"
+    edl.write_text(otio.adapters.write_to_string(timeline(kind, track("V", event)), adapter_name="cmx_3600"))
+    data = job(media, str(edl))
+    data["edit"]["media"] = {"pattern": pattern}
+    data["output"]["url"] = (
+        "/deliveries/{shot}/{shot}.####.dpx" if kind == "dpx" else "/deliveries/{shot}.mp4"
+    )
+    assert [(url, frames) for _, url, frames in shots_of(data)] == [expected]
