@@ -49,3 +49,20 @@ def test_prepare_checks_the_written_cut_before_ray(media: Media, tmp_path, no_ra
     with pytest.raises(SpecError) as err:
         prepare_job(parse_spec(data), resume=False)
     assert err.value.field == "output.if_exists" and "cut.otio" in err.value.reason
+
+
+def test_an_offline_clip_refuses_the_job_with_exit_2_and_nothing_written(
+    media: Media, tmp_path, capsys, no_ray
+) -> None:
+    import yaml
+
+    from jobs.render import EXIT_BAD_INPUT, main
+
+    data = job(media, write_otio(the_cut(media), tmp_path / "ep101_v3.otio"), str(tmp_path))
+    data["output"]["timeline_url"] = str(tmp_path / "back" / "cut.otio")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    assert main([str(spec)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "edit.offline" in err and "clip 'offline_a' at 01:00:02:01 on V1" in err and "'nest'" in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "back").exists()
