@@ -8,6 +8,7 @@ Flow of one job (every shot at once, longest shots first)::
     plan the shot's faces (identity per track, smoothing)
     render of every chunk on the actor pool ............... parallel, stateless -> seam-free
     merge the shot's segments (stream copy) as soon as they are all done, publish atomically
+    with edit:, write the cut back relinked to the outputs (output.timeline_url, cluster.edit)
 
 One driver per work area: the driver takes the work area's lease
 (:mod:`cluster.lease.acquire`) once its checks pass, before it writes anything, and
@@ -38,6 +39,7 @@ import ray
 from actors.render import RenderActor
 from cluster.checks.prepare import PlannedShot, PreparedJob, plate_warnings, prepare_job
 from cluster.checks.provenance import JobProvenance
+from cluster.edit import write_timeline
 from cluster.lease.acquire import Lease, acquire_lease
 from cluster.publish.merge import MergeFn, Publisher, merge_and_publish
 from cluster.report.metrics import JobMetrics
@@ -49,7 +51,9 @@ from cluster.schedule.observer import JobObserver
 from cluster.schedule.pool import ActorPool, plan_pool, shared_storage_warnings
 from cluster.schedule.shot_run import ShotRun
 from cluster.spec.job import JobSpec
+from cluster.state.fingerprints import output_exists
 from cluster.state.ledger import Ledger
+from pipeline.errors import RecastError
 from pipeline.store import storage
 from pipeline.video.decoders import source_warnings
 
@@ -163,6 +167,9 @@ class JobRunner:
             thumbnails=self.parts.thumbnails,
         )
         observer.summary.lease = lease.record()
+        if prepared.edit is not None:
+            observer.summary.edit = prepared.edit.summary()
+            observer.warn(prepared.edit.warnings())
         takeover = lease.takeover_message()
         if takeover is not None:
             observer.warn([takeover])
@@ -174,6 +181,7 @@ class JobRunner:
             logger.info("job %s: shot %s from %s to %s", spec.job_id, p.ref.name, p.ref.url, p.ref.output_url)
         if not prepared.planned:
             observer.warn(prepared.manifest.take_warnings())
+            self._write_timeline(prepared, observer)
             provenance.write_audit(observer.summary, shot_urls)
             return observer.finish(finished=True)
         observer.warn(shared_storage_warnings(prepared.work_url, [p.ref.url for p in prepared.planned]))
@@ -231,8 +239,47 @@ class JobRunner:
             # Every shot's segments are gone now; drop their empty parent too.
             storage.remove(storage.join(prepared.work_url, "segments"), recursive=True)
         observer.warn(prepared.manifest.take_warnings())  # records set aside, segments rendered again
+        self._write_timeline(prepared, observer)
         provenance.write_audit(observer.summary, shot_urls)
         return observer.finish(finished=finished)
+
+    def _write_timeline(self, prepared: PreparedJob, observer: JobObserver) -> None:
+        """Back to the cut (``output.timeline_url``), once every shot of the edit is published or kept."""
+        edit, summary, out = prepared.edit, observer.summary, prepared.spec.output
+        if edit is None or edit.timeline_url is None or summary.edit is None:
+            return
+        shots = {s.name: s for s in summary.shots}
+        waiting = sorted(
+            {
+                c.shot
+                for c in edit.clips
+                if c.shot not in shots or shots[c.shot].status not in ("published", "skipped")
+            }
+        )
+        if waiting:
+            observer.warn(
+                [f"{edit.timeline_url} (output.timeline_url) not written: {', '.join(waiting)} not published"]
+            )
+            return
+        if out.if_exists == "skip" and not prepared.resumed and output_exists(edit.timeline_url):
+            observer.warn(
+                [f"{edit.timeline_url} (output.timeline_url) exists: left as it is (if_exists: skip)"]
+            )
+            return
+        assert self.lease is not None
+        self.lease.confirm()  # a driver whose lease was taken over writes nothing more
+        try:
+            write_timeline(
+                edit,
+                {name: s.output_url for name, s in shots.items()},
+                include_handles=out.include_handles,
+                overwrite=out.if_exists == "overwrite" or prepared.resumed,
+            )
+        except RecastError as exc:
+            summary.failures.append(f"output.timeline_url: {exc}")
+            return
+        summary.edit["timeline_written"] = True
+        logger.info("job %s: the cut written back to %s", self.spec.job_id, edit.timeline_url)
 
     def _shot_runs(self, planned: list[PlannedShot], pool: ActorPool) -> list[ShotRun]:
         """Per-shot state, created complete: the encoder is chosen once per job by an actor."""

@@ -9,7 +9,7 @@ sequence is its folder, head and tail whatever its padding is spelt (``####``,
 * two destinations that are the same file or sequence;
 * a destination that is one of the job's inputs: a shot's source (or, for a sequence
   destination, one of a source sequence's frames, followed through symlinks), an
-  identity picture or adapter;
+  identity picture or adapter, the edit's timeline;
 * a destination or an input among the work area's own files (:data:`WORK_FOLDERS`,
   :data:`WORK_FILES`: segments and records are written and deleted there).
 """
@@ -109,16 +109,23 @@ def _published(spec: JobSpec, shots: list[ShotRef]) -> Iterator[tuple[str, str, 
 
 def written_urls(spec: JobSpec, shots: list[ShotRef], work_url: str) -> list[tuple[str, str]]:
     """Every place the job writes, each with the spec field that names it: each shot's output and
-    passes, and the work area.  The studio policy authorises exactly these (and the audit folder,
-    :func:`cluster.checks.trust.authorise`); :func:`check_names` checks them before Ray."""
+    passes, the work area and the cut written back (``output.timeline_url``).  The studio policy
+    authorises exactly these (and the audit folder, :func:`cluster.checks.trust.authorise`);
+    :func:`check_names` checks them before Ray."""
     out = [(url, field) for url, field, _ in _published(spec, shots)]
     out.append((work_url, "output.work_url" if spec.output.work_url is not None else "output.url"))
+    if spec.output.timeline_url is not None:
+        out.append((spec.output.timeline_url, "output.timeline_url"))
     return out
 
 
 def destinations(spec: JobSpec, shots: list[ShotRef]) -> list[tuple[Place, str]]:
-    """Every file the job publishes (outputs and passes), each with the spec field that names it."""
-    return [(Place.of(url, what), field) for url, field, what in _published(spec, shots)]
+    """Every file the job publishes (outputs, passes, the cut written back), each with the spec field
+    that names it."""
+    out = [(Place.of(url, what), field) for url, field, what in _published(spec, shots)]
+    if spec.output.timeline_url is not None:
+        out.append((Place.of(spec.output.timeline_url, "the cut written back"), "output.timeline_url"))
+    return out
 
 
 def inputs(spec: JobSpec, shots: list[ShotRef]) -> list[Place]:
@@ -131,6 +138,8 @@ def inputs(spec: JobSpec, shots: list[ShotRef]) -> list[Place]:
             for frame in list_frames(parse_sequence_url(ref.url)):
                 if os.path.islink(storage.local_path(frame.url)):
                     out.append(Place.of(frame.url, f"shot {ref.name}'s source frame {frame.number}"))
+    if spec.edit is not None:
+        out.append(Place.of(spec.edit.url, "the edit's timeline"))
     for name, ident in spec.identities.items():
         out.extend(Place.of(url, f"identity {name}'s picture") for url in ident.images)
         if ident.adapter is not None:

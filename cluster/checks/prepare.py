@@ -1,6 +1,7 @@
 """Everything a job checks and plans before Ray starts: nothing here imports Ray.
 
-:func:`prepare_job` expands the shots, applies the studio policy, loads and
+:func:`prepare_job` turns the clips of an ``edit:`` timeline into shots
+(:mod:`cluster.edit`), expands the shots, applies the studio policy, loads and
 verifies the model pack and adapters, reads the identities' pictures, probes
 every shot, applies ``output.if_exists`` and checks that every destination is
 writable.  Any problem raises a :class:`~pipeline.errors.RecastError` naming the
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.checks.destinations import check_destinations, pass_urls_of
 from cluster.checks.provenance import audit_url, check_provenance
-from cluster.checks.trust import Authorisation, check_patterns, pack_manifest_of
+from cluster.checks.trust import Authorisation, check_patterns, input_guard, pack_manifest_of
+from cluster.edit import EditPlan, check_timeline_output, with_edit_shots
 from cluster.spec.job import JobSpec
 from cluster.spec.shot_refs import ShotRef, ShotSettings, expand_shots, settings_of, work_url_for
 from cluster.spec.windows import ShotWindow, render_chunks, shot_window
@@ -107,6 +109,8 @@ class PreparedJob:
     """Identity -> consent reference from the studio policy (empty without ``provenance``)."""
     auth: Authorisation = field(default_factory=Authorisation)
     """What the studio policy allowed (:func:`cluster.checks.trust.authorise`)."""
+    edit: EditPlan | None = None
+    """What the edit's clips became (``edit:``), and where the cut is written back."""
 
     @property
     def pack_hash(self) -> str:
@@ -130,6 +134,8 @@ def prepare_job(
     from pipeline.models.pack import load_pack
 
     check_patterns(spec)  # a pattern's folder is authorised before it is listed
+    # The cut's clips become shots first; the timeline and each media are authorised before they are read.
+    spec, edit = with_edit_shots(spec, allowed=input_guard(spec))
     shots = expand_shots(spec)
     work_url = work_url_for(spec, shots)
     # The studio policy first: a refused identity or path must not cause a single read or write.
@@ -143,6 +149,8 @@ def prepare_job(
             raise SpecError(
                 "--resume", f"no manifest of job {spec.job_id} at {manifest.root}: nothing to resume"
             )
+    if edit is not None:
+        check_edit_output(spec, edit, shots, resumed=resumed)
     # One read of the pack's manifest for every check and the load (the policy's, when it read it).
     pack_manifest = auth.pack_manifest or pack_manifest_of(spec.models.pack)
     pack_hash = load_pack(spec.models.pack, cache_dir=spec.models.cache_dir, manifest=pack_manifest).hash
@@ -187,6 +195,8 @@ def prepare_job(
     for parent in sorted({_parent(p.ref.output_url) for p in planned}):
         storage.check_writable(parent)
     storage.check_writable(work_url)
+    if spec.output.timeline_url is not None:
+        storage.check_writable(_parent(spec.output.timeline_url))
     if auth.audited:
         storage.check_writable(storage.join(audit_url(spec), "audit"))
     if claim is not None:
@@ -207,7 +217,23 @@ def prepare_job(
         resumed=resumed,
         consent_refs=auth.consent_refs,
         auth=auth,
+        edit=edit,
     )
+
+
+def check_edit_output(spec: JobSpec, edit: EditPlan, shots: list[ShotRef], *, resumed: bool) -> None:
+    """``output.timeline_url``: written once in memory (its adapter can write this cut), and not
+    already there unless ``if_exists`` allows it or an earlier run of this job wrote it."""
+    url = edit.timeline_url
+    if url is None:
+        return
+    outputs = {s.name: s.output_url for s in shots}
+    check_timeline_output(edit, outputs, include_handles=spec.output.include_handles)
+    if spec.output.if_exists == "fail" and not resumed and output_exists(url):
+        raise SpecError(
+            "output.if_exists",
+            f"{url} (output.timeline_url) already exists (set if_exists: skip or overwrite)",
+        )
 
 
 def probe_shots(spec: JobSpec, shots: list[ShotRef]) -> list[ProbedShot]:

@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +183,8 @@ def input_urls(spec: JobSpec, shots: list[ShotRef]) -> list[str]:
         colour = s.settings.colour if s.settings is not None else spec.colour
         urls.append(colour.config)
     urls.append(spec.colour.config)
+    if spec.edit is not None:
+        urls.append(spec.edit.url)
     for ident in spec.identities.values():
         urls.extend(ident.images)
         if ident.adapter is not None:
@@ -221,6 +223,18 @@ def check_patterns(spec: JobSpec, env: Mapping[str, str] | None = None) -> None:
             check_url_allowed(policy, folder, "input")
         except RecastError as exc:
             raise SpecError(f"shots[{i}].pattern", f"refused by the studio policy: {exc}") from None
+
+
+def input_guard(spec: JobSpec, env: Mapping[str, str] | None = None) -> Callable[[str], None] | None:
+    """A check that refuses (PolicyError) an input URL the job's studio policy does not let it read,
+    for what is found only by reading (an edit's timeline and media); None without a policy."""
+    from pipeline.provenance.policy import check_url_allowed, load_policy
+
+    policy_url = job_policy_url(spec, env)
+    if policy_url is None:
+        return None
+    policy = load_policy(policy_url)
+    return lambda url: check_url_allowed(policy, url, "input")
 
 
 def job_policy_url(spec: JobSpec, env: Mapping[str, str] | None = None) -> str | None:

@@ -162,6 +162,9 @@ class JobSummary:
     """Wall-clock time (``time.time()``) the driver started; the ``*_seconds`` offsets count from it."""
     lease: dict[str, Any] | None = None
     """The work area's lease: this driver's holder, and whose lease it took over and why (``Lease.record``)."""
+    edit: dict[str, Any] | None = None
+    """With ``edit:``, what the cut gave (``EditPlan.summary``): clips, skipped clips and why, clamped
+    handles, whether ``output.timeline_url`` was written."""
 
     @property
     def ok(self) -> bool:
@@ -211,7 +214,7 @@ class JobSummary:
             "failures": self.failures,
             "lease": self.lease,
             "actor_info": [a.to_dict() for a in self.actor_info],
-        }
+        } | ({"edit": self.edit} if self.edit is not None else {})
 
     def table(self) -> str:
         """A human-readable table, one line per shot, then the job line."""

@@ -1,12 +1,13 @@
 """The job spec: the YAML a job is described by, validated, and the concrete shots it names.
 
 Public API: :class:`JobSpec` and its loaders (:func:`parse_spec`, :func:`load_spec`,
-:func:`dotted`), the sections :class:`ShotSpec` and :class:`OutputSpec`, the expanded
+:func:`dotted`), the sections :class:`ShotSpec`, :class:`OutputSpec` and :class:`EditSpec`, the expanded
 shots (:class:`ShotRef`, :class:`ShotSettings`, :func:`expand_shots`, :func:`settings_of`,
 :func:`work_url_for`, :func:`output_prefix_for`) and each shot's frame window
 (:class:`ShotWindow`, :func:`shot_window`, :func:`render_chunks`).
 """
 
+from cluster.spec.edit import EditSpec as EditSpec
 from cluster.spec.job import DispatchOrder as DispatchOrder
 from cluster.spec.job import JobSpec as JobSpec
 from cluster.spec.job import dotted as dotted

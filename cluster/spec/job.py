@@ -8,6 +8,7 @@ dotted path of the offending value (``shots[1].url``...); unknown keys are rejec
       - {name: sc01, url: s3://plates/ep101/sc01.mov}
       - {pattern: "s3://plates/ep101/sc02_*.mov"}      # expanded with the store's glob
       - {url: "s3://plates/ep101/sc03/sc03_plate.####.exr", frames: 1009-1092, handles: 8}
+    edit: {url: s3://editorial/ep101/ep101_v3.otio, handles: 8}   # and every clip of a cut (cluster.edit)
     identities:
       hero: {images: [s3://refs/hero_a.jpg, s3://refs/hero_b.jpg]}
     selection: {mode: all, source: hero}
@@ -37,6 +38,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from cluster.lease.acquire import LeaseConfig
+from cluster.spec.edit import EditSpec
 from cluster.spec.output import FieldError, OutputSpec
 from cluster.spec.shot import NAME_RE, ColourSpec, ShotSpec, overridden
 from pipeline.configbase import Frozen
@@ -207,8 +209,12 @@ class JobSpec(Frozen):
     job_id: str
     """The job's name: letters, digits, ``.``, ``_`` or ``-``.  It names the work area and the
     resume state, so resubmitting the same ``job_id`` resumes the job instead of starting over."""
-    shots: tuple[ShotSpec, ...] = Field(min_length=1)
-    """The shots to render, in order: each a ``url`` or a glob ``pattern``, with its own settings."""
+    shots: tuple[ShotSpec, ...] = ()
+    """The shots to render, in order: each a ``url`` or a glob ``pattern``, with its own settings
+    (with ``edit:``, also name-only entries that override an edit clip's settings); at least one
+    unless ``edit`` names a timeline."""
+    edit: EditSpec | None = None
+    """An editorial timeline whose clips become shots (see :mod:`cluster.edit`)."""
     identities: dict[str, IdentitySource] = Field(min_length=1)
     """Source identities by name: their pictures (and optional per-identity adapter)."""
     selection: SelectionConfig
@@ -265,6 +271,21 @@ class JobSpec(Frozen):
         if not NAME_RE.match(value):
             raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-'")
         return value
+
+    @model_validator(mode="after")
+    def _shots_or_edit(self) -> JobSpec:
+        if not self.shots and self.edit is None:
+            raise FieldError("shots", "required: at least one shot, or an edit: timeline")
+        for i, shot in enumerate(self.shots):
+            if shot.is_override and self.edit is None:
+                raise FieldError(f"shots[{i}]", "give exactly one of 'url' or 'pattern'")
+            if shot.is_override and shot.name is None:
+                raise FieldError(
+                    f"shots[{i}].name", "required: an entry without 'url' or 'pattern' names an edit clip"
+                )
+        if self.output.timeline_url is not None and self.edit is None:
+            raise FieldError("output.timeline_url", "needs an edit: block, the timeline it writes back")
+        return self
 
     @model_validator(mode="after")
     def _selection_names_identities(self) -> JobSpec:

@@ -13,6 +13,16 @@ from pipeline.configbase import Frozen
 from pipeline.plates.sequence import is_sequence_url
 from pipeline.video.encode import EncodeSettings, check_preset, check_quality
 
+TIMELINE_WRITERS = {".otio": "otio_json", ".edl": "cmx_3600", ".xml": "fcp_xml"}
+"""The OpenTimelineIO adapter that writes ``output.timeline_url``, by its extension (not ``.otioz``:
+it would copy every output into the bundle)."""
+
+
+def extension_of(url: str) -> str:
+    """``url``'s extension, lower case, with its dot (a query string is not part of the name)."""
+    name = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1].lower()
+    return "." + name.rsplit(".", 1)[-1] if "." in name else ""
+
 
 class FieldError(ValueError):
     """A cross-field problem that knows its own dotted field path."""
@@ -62,6 +72,10 @@ class OutputSpec(Frozen):
     None: beside the output, named ``<output>_<pass>``."""
     colour: OutputColour | None = None
     """Video outputs: colour tags to write instead of each source's (see :mod:`pipeline.colour`)."""
+    timeline_url: str | None = None
+    """With ``edit:``, the cut written back once every shot is published: the same tracks, clips,
+    gaps, transitions and markers, each rendered clip pointing at its delivered output
+    (``.otio``, ``.edl`` or ``.xml``, by extension); offline and skipped clips keep their media."""
 
     @field_validator("quality")
     @classmethod
@@ -85,6 +99,17 @@ class OutputSpec(Frozen):
             raise ValueError(
                 f"unknown placeholder(s) {sorted(unknown)}; use {{shot}}, {{job_id}} and {{pass}}"
             )
+        return url
+
+    @field_validator("timeline_url")
+    @classmethod
+    def _timeline(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        if extension_of(url) not in TIMELINE_WRITERS:
+            raise ValueError(f"must end with one of {', '.join(TIMELINE_WRITERS)}, got {url!r}")
+        if "{" in url:
+            raise ValueError(f"{url!r}: the timeline's URL is written as given (no placeholders)")
         return url
 
     @field_validator("url")

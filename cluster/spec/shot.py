@@ -112,7 +112,9 @@ class ShotSpec(Frozen):
     """
 
     name: str | None = None
-    """The shot's name in outputs (``{shot}``) and reports; None: the file name without its extension."""
+    """The shot's name in outputs (``{shot}``) and reports; None: the file name without its extension.
+    With ``edit:``, an entry with a ``name`` and no ``url`` or ``pattern`` overrides the settings of
+    the edit's clip of that name."""
     url: str | None = None
     """One shot's source: a video file (``.mp4``, ``.mov``, ``.mxf``...) or an image sequence with
     frame padding (``plate.####.exr``, ``plate.%04d.dpx``, ``plate.1001-1100#.exr``); local, ``s3://`` or ``gs://``."""
@@ -141,7 +143,8 @@ class ShotSpec(Frozen):
 
     @model_validator(mode="after")
     def _one_source(self) -> ShotSpec:
-        if (self.url is None) == (self.pattern is None):
+        # Neither is an override of an edit clip's settings: the job checks it names one.
+        if self.url is not None and self.pattern is not None:
             raise ValueError("give exactly one of 'url' or 'pattern'")
         if self.pattern is not None and (self.name is not None or self.output is not None):
             raise ValueError(
@@ -150,6 +153,11 @@ class ShotSpec(Frozen):
         if self.name is not None and not NAME_RE.match(self.name):
             raise ValueError(f"name {self.name!r} must be letters, digits, '.', '_' or '-'")
         return self
+
+    @property
+    def is_override(self) -> bool:
+        """An override of an edit clip's settings: a name, no source of its own."""
+        return self.url is None and self.pattern is None
 
     def frame_rate(self) -> Fraction | None:
         """``fps`` as an exact rate (23.976 -> 24000/1001)."""

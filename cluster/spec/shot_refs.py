@@ -82,6 +82,10 @@ def expand_shots(spec: JobSpec) -> list[ShotRef]:
     max_shots = spec.limits.max_shots
     for i, shot in enumerate(spec.shots):
         settings = shot_settings(spec, i, shot)
+        if shot.is_override:
+            raise SpecError(
+                f"shots[{i}]", f"{shot.name} overrides an edit clip: expand the edit first (cluster.edit)"
+            )
         if shot.url is not None:
             pairs.append((shot.name or _shot_name(shot.url), shot.url, shot.output, settings))
         else:

@@ -1,0 +1,107 @@
+"""The cut in its other forms: Final Cut Pro 7 XML (``fcp_xml``) read and written back, a timeline
+on an object store, and media paths relative to the timeline's folder."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import fsspec
+import opentimelineio as otio
+import pytest
+
+from cluster.edit import with_edit_shots, write_timeline
+from cluster.spec.job import parse_spec
+from cluster.spec.shot_refs import expand_shots
+from pipeline.errors import SpecError
+from tests.cluster.edit.cut_media import RATE, RT, TR, Media, clip, gap, timeline, track, write_otio
+
+MOVIE_AT_1H = otio.opentime.from_timecode("01:00:00:00", 30)
+
+
+def movie_cut(media: Media) -> otio.schema.Timeline:
+    """Two uses of the 30 fps movie in a 24 fps cut: its frames 30-59 and 60-74."""
+    start = MOVIE_AT_1H.rescaled_to(RATE)
+
+    def ref() -> otio.schema.ExternalReference:
+        return otio.schema.ExternalReference(
+            target_url=media.movie, available_range=TR(MOVIE_AT_1H, RT(90, 30))
+        )
+
+    return timeline(
+        "ep101_fcp",
+        track(
+            "V1",
+            clip("mov_a", ref(), TR(start + RT(24, RATE), RT(24, RATE))),
+            gap(5),
+            clip("mov_b", ref(), TR(start + RT(48, RATE), RT(12, RATE))),
+        ),
+    )
+
+
+def spec_for(media: Media, url: str, tmp_path, **output: Any) -> dict[str, Any]:
+    return {
+        "job_id": "formats",
+        "edit": {"url": url, "handles": 4},
+        "identities": {"hero": {"images": [media.source]}},
+        "output": {"url": str(tmp_path / "out" / "{shot}.mp4"), **output},
+    }
+
+
+def test_fcp_xml_is_read_and_written_back(media: Media, tmp_path) -> None:
+    xml = str(tmp_path / "ep101.xml")
+    otio.adapters.write_to_file(movie_cut(media), xml)
+    back_url = str(tmp_path / "ep101_recast.xml")
+    spec, plan = with_edit_shots(parse_spec(spec_for(media, xml, tmp_path, timeline_url=back_url)))
+    assert plan is not None
+    assert [(s.name, s.url, str(s.frames), s.handles) for s in spec.shots] == [
+        ("mov_a", media.movie, "30-59", 4),
+        ("mov_b", media.movie, "60-74", 4),
+    ]
+    outputs = {r.name: r.output_url for r in expand_shots(spec)}
+    write_timeline(plan, outputs, include_handles=True, overwrite=False)
+    back = {c.name: c for c in otio.adapters.read_from_file(back_url).find_clips()}
+    for name, first, last in (("mov_a", 30, 59), ("mov_b", 60, 74)):
+        ref = back[name].media_reference
+        assert ref.target_url == outputs[name]
+        # The output starts 4 handle frames (at 30 fps) before the clip; FCP 7 XML states every time
+        # in the sequence's 24 fps, so it comes back to the nearest timeline frame.
+        offset = back[name].source_range.start_time - ref.available_range.start_time
+        assert abs(offset.to_seconds() - 4 / 30) <= 1 / 24, name
+        assert ref.available_range.duration.to_seconds() == pytest.approx((last - first + 9) / 30, abs=1 / 24)
+
+
+def test_fcp_xml_cannot_hold_image_sequences_said_before_ray(media: Media, tmp_path) -> None:
+    from cluster.edit import check_timeline_output
+
+    cut = movie_cut(media)
+    cut.tracks[0].append(clip("plate", media.exr.reference(), media.exr.source(1001, 1004)))
+    data = spec_for(
+        media, write_otio(cut, tmp_path / "cut.otio"), tmp_path, timeline_url=str(tmp_path / "b.xml")
+    )
+    data["shots"] = [{"name": "plate", "output": str(tmp_path / "out" / "plate" / "plate.####.exr")}]
+    spec, plan = with_edit_shots(parse_spec(data))
+    assert plan is not None
+    with pytest.raises(SpecError) as err:
+        check_timeline_output(plan, {r.name: r.output_url for r in expand_shots(spec)}, include_handles=True)
+    assert err.value.field == "output.timeline_url" and "movie clips only" in err.value.reason
+
+
+def test_a_timeline_on_an_object_store(media: Media, s3_bucket: str, tmp_path) -> None:
+    local = write_otio(movie_cut(media), tmp_path / "ep101.otio")
+    remote = f"{s3_bucket}/editorial/ep101.otio"
+    fsspec.filesystem("s3", skip_instance_cache=True).put_file(local, remote.removeprefix("s3://"))
+    from_s3, _ = with_edit_shots(parse_spec(spec_for(media, remote, tmp_path)))
+    from_disk, _ = with_edit_shots(parse_spec(spec_for(media, local, tmp_path)))
+    assert from_s3.shots == from_disk.shots and len(from_s3.shots) == 2
+
+
+def test_media_paths_are_relative_to_the_timeline(media: Media, tmp_path) -> None:
+    ref = media.exr.reference()
+    ref.target_url_base = os.path.relpath(ref.target_url_base, media.root)  # reels/A001C003/
+    cut = timeline("relative", track("V1", clip("sc010", ref, media.exr.source(1005, 1012))))
+    url = write_otio(cut, os.path.join(media.root, f"relative-{os.getpid()}.otio"))
+    data = spec_for(media, url, tmp_path)
+    data["output"]["url"] = str(tmp_path / "out" / "{shot}" / "{shot}.####.exr")
+    spec, _ = with_edit_shots(parse_spec(data))
+    assert [(s.url, str(s.frames)) for s in spec.shots] == [(media.exr.url, "1005-1012")]
