@@ -41,8 +41,9 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import NoReturn
 
 from jobs.cli import configure_logging, stopped_by
@@ -105,12 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RecastError as exc:
         return refused(exc)
 
-    import ray
-
     try:
+        import ray  # in the try: a stop that lands while Ray is imported still gives the lease back
+
         if not ray.is_initialized():
-            # Joins RAY_ADDRESS (or the cluster of a submitted job) when set, else starts a local instance.
-            ray.init(log_to_driver=True, logging_level=logging.WARNING)
+            _start_ray(ray, runner.release)
         install_log_redaction()  # Ray's own logger ("ray"), set up by now, does not propagate to the root
         summary = runner.run()
     except LeaseLost as exc:
@@ -144,6 +144,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("recast: failed shots:\n  " + "\n  ".join(failed), file=sys.stderr)
         return EXIT_RENDER_FAILED
     return EXIT_OK
+
+
+def _start_ray(ray: ModuleType, release: Callable[[], None]) -> None:
+    """Join ``RAY_ADDRESS`` (or the cluster of a submitted job) when set, else start a local instance.
+
+    A stop (``ray job stop``: SIGTERM, whose handler Ray installs first thing in ``ray.init``) that
+    lands while Ray connects leaves it half built: tearing that down in the interpreter's exit
+    crashed the driver (SIGSEGV) or hung it.  Then the lease is given back (``release``), Ray is
+    shut down within :data:`STOP_SHUTDOWN_SECONDS`, and the process leaves at once with the stop's code.
+    """
+    try:
+        ray.init(log_to_driver=True, logging_level=logging.WARNING)
+    except BaseException as exc:
+        stop = exc if isinstance(exc, SystemExit) else stopped_by(exc)
+        if stop is None:
+            raise
+        release()
+        _leave_now(ray, stop.code)
+
+
+STOP_SHUTDOWN_SECONDS = 10.0
+"""How long a driver stopped while Ray was starting waits for ``ray.shutdown()`` before it leaves."""
+
+
+def _leave_now(ray: ModuleType, code: int | str | None) -> NoReturn:
+    """Shut Ray down (bounded in time, on a daemon thread), flush, and end the process without the
+    interpreter's teardown of Ray's half-started native threads."""
+    done = threading.Thread(target=_quiet_shutdown, args=(ray,), name="ray-shutdown", daemon=True)
+    done.start()
+    done.join(STOP_SHUTDOWN_SECONDS)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else EXIT_RENDER_FAILED)
+
+
+def _quiet_shutdown(ray: ModuleType) -> None:
+    try:
+        ray.shutdown()
+    except Exception:  # a half-connected Ray may fail to shut down: the process ends anyway
+        logging.getLogger(__name__).debug("ray.shutdown() after a stop failed", exc_info=True)
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:

@@ -52,15 +52,44 @@ def head(s3_endpoint) -> Iterator[Head]:
             os.environ["PYTHONPATH"] = saved
 
 
-def _driver(head: Head, spec_path: Path, summary: Path, *extra: str) -> subprocess.Popen:
-    """``python -m jobs.render`` joining the module's Ray head, in its own process group."""
+def _driver(
+    head: Head, spec_path: Path, summary: Path, *extra: str, held: str | None = None
+) -> subprocess.Popen:
+    """``python -m jobs.render`` joining the module's Ray head, in its own process group
+    (``held``: with :data:`HELD_CONNECT`'s hold inside ``ray.init``, announced by creating that file)."""
     env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(REPO), "RAY_ADDRESS": head.gcs_address}
     env["RAY_gcs_server_request_timeout_seconds"] = "180"  # a busy CI machine: joining may take a while
-    cmd = [sys.executable, "-m", "jobs.render", str(spec_path), "--log-level", "WARNING"]
+    entry = ["-m", "jobs.render"] if held is None else ["-c", HELD_CONNECT, held]
+    cmd = [sys.executable, *entry, str(spec_path), "--log-level", "WARNING"]
     return subprocess.Popen(
         [*cmd, "--summary-json", str(summary), *extra], cwd=str(REPO), env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+HELD_CONNECT = """
+import runpy, sys, time
+import ray._private.worker as worker
+
+marker = sys.argv.pop(1)
+real = worker.Worker.set_is_connected
+
+
+def held(self, value):
+    # Ray's core worker and its threads are up, the worker is not marked connected yet: a stop now
+    # finds Ray half built (ray.is_initialized() is still False).
+    if value:
+        open(marker, "w").close()
+        time.sleep(120)
+    return real(self, value)
+
+
+worker.Worker.set_is_connected = held
+sys.argv[0] = "jobs.render"
+runpy.run_module("jobs.render", run_name="__main__", alter_sys=True)
+"""
+"""``python -m jobs.render`` whose ``ray.init`` is held between starting Ray's core worker and
+marking it connected (the first argument names a file created when the hold begins)."""
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 400) -> tuple[int, str]:
@@ -201,3 +230,27 @@ def test_stopped_driver_gives_its_lease_back(fault_media, head, tmp_path) -> Non
     # Through SystemExit either way: ours before Ray starts (143), Ray's driver handler after (15).
     assert code in (signal.SIGTERM, 128 + signal.SIGTERM), err[-3000:]
     assert not lease_path.exists()
+
+
+def test_a_driver_stopped_while_ray_connects_leaves_at_once(fault_media, head, tmp_path) -> None:
+    """A stop that lands inside ``ray.init``, with Ray half built, gives the lease back and exits with
+    the stop's code, neither crashing (SIGSEGV in the interpreter's teardown) nor hanging."""
+    out = tmp_path / "out"
+    lease_path = out / ".recast-work" / "halfway" / "lease.json"
+    marker = tmp_path / "connecting"
+    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(fault_media, str(out), "halfway"))
+    proc = _driver(head, spec_path, tmp_path / "summary.json", held=str(marker))
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None and not marker.exists():
+            time.sleep(0.05)
+        assert proc.poll() is None and marker.exists() and lease_path.exists(), "ray.init was never held"
+        os.kill(proc.pid, signal.SIGTERM)
+        code, err = _finish(proc, timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert code == signal.SIGTERM, err[-3000:]  # Ray's own handler, installed first thing in ray.init
+    assert not lease_path.exists()
+    assert "SIGSEGV" not in err and "Fatal Python error" not in err, err[-3000:]
