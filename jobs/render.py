@@ -43,6 +43,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import FrameType, ModuleType
 from typing import NoReturn
 
@@ -51,7 +52,9 @@ from jobs.cli import configure_logging, stopped_by
 EXIT_OK, EXIT_RENDER_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> int:
+    """The job's exit status (see the module's docstring).  ``stops``: the stop handler of a driver
+    run as a program, installed again once Ray has started (``ray.init`` installs its own)."""
     parser = argparse.ArgumentParser(prog="python -m jobs.render", description=__doc__.split("\n\n")[0])
     parser.add_argument("spec", help="job spec YAML (local path or URL)")
     parser.add_argument("--summary-json", help="also write the summary JSON to this local path")
@@ -111,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not ray.is_initialized():
             _start_ray(ray, runner.release)
+            if stops is not None:
+                stops.install()
         install_log_redaction()  # Ray's own logger ("ray"), set up by now, does not propagate to the root
         summary = runner.run()
     except LeaseLost as exc:
@@ -186,12 +191,31 @@ def _quiet_shutdown(ray: ModuleType) -> None:
         logging.getLogger(__name__).debug("ray.shutdown() after a stop failed", exc_info=True)
 
 
-def _stop(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
+@dataclass
+class Stops:
+    """The stop signal a driver run as a program received (``ray job stop`` sends SIGTERM).
+
+    Its handler records the signal, then leaves through the finally blocks (so the lease is given
+    back).  Ray turns a signal that interrupts ``ray.get``/``ray.wait`` (where a driver spends its
+    time) into ``SystemExit(1)``, which reads as "rendering failed"; the recorded signal keeps the
+    exit status a stop's: 128 + its number."""
+
+    signum: int | None = None
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self.handle)
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+        raise SystemExit(128 + signum)
+
+    def exit_code(self, code: int | str | None) -> int | str | None:
+        """``code``, or the stop's status when a stop signal arrived."""
+        return code if self.signum is None else 128 + self.signum
 
 
-def _exit_disconnected(run: Callable[[], int]) -> NoReturn:
-    """``run()``'s exit code (or the one a signal raised), after disconnecting from Ray.
+def _exit_disconnected(run: Callable[[], int], stops: Stops) -> NoReturn:
+    """``run()``'s exit code (or the stop's, :class:`Stops`), after disconnecting from Ray.
 
     Leaving with the Ray driver still connected lets the interpreter tear down the native
     gRPC objects under Ray's own threads, which crashed the process (SIGSEGV in
@@ -206,10 +230,11 @@ def _exit_disconnected(run: Callable[[], int]) -> NoReturn:
         ray = sys.modules.get("ray")
         if ray is not None and ray.is_initialized():
             ray.shutdown()
-    sys.exit(code)
+    sys.exit(stops.exit_code(code))
 
 
 if __name__ == "__main__":
     # `ray job stop` sends SIGTERM: leave through the finally blocks, so the work area's lease is given back.
-    signal.signal(signal.SIGTERM, _stop)
-    _exit_disconnected(main)
+    driver_stops = Stops()
+    driver_stops.install()
+    _exit_disconnected(lambda: main(stops=driver_stops), driver_stops)

@@ -53,13 +53,13 @@ def head(s3_endpoint) -> Iterator[Head]:
 
 
 def _driver(
-    head: Head, spec_path: Path, summary: Path, *extra: str, held: str | None = None
+    head: Head, spec_path: Path, summary: Path, *extra: str, point: tuple[str, Path] | None = None
 ) -> subprocess.Popen:
     """``python -m jobs.render`` joining the module's Ray head, in its own process group
-    (``held``: with :data:`HELD_CONNECT`'s hold inside ``ray.init``, announced by creating that file)."""
+    (``point``: :data:`HOLD_POINTS`'s point and the file it creates there)."""
     env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(REPO), "RAY_ADDRESS": head.gcs_address}
     env["RAY_gcs_server_request_timeout_seconds"] = "180"  # a busy CI machine: joining may take a while
-    entry = ["-m", "jobs.render"] if held is None else ["-c", HELD_CONNECT, held]
+    entry = ["-m", "jobs.render"] if point is None else ["-c", HOLD_POINTS, point[0], str(point[1])]
     cmd = [sys.executable, *entry, str(spec_path), "--log-level", "WARNING"]
     return subprocess.Popen(
         [*cmd, "--summary-json", str(summary), *extra], cwd=str(REPO), env=env, start_new_session=True,
@@ -67,12 +67,13 @@ def _driver(
     )  # fmt: skip
 
 
-HELD_CONNECT = """
+HOLD_POINTS = """
 import runpy, sys, time
+import ray
 import ray._private.worker as worker
 
-marker = sys.argv.pop(1)
-real = worker.Worker.set_is_connected
+point, marker = sys.argv.pop(1), sys.argv.pop(1)
+connected, wait = worker.Worker.set_is_connected, ray.wait
 
 
 def held(self, value):
@@ -81,15 +82,25 @@ def held(self, value):
     if value:
         open(marker, "w").close()
         time.sleep(120)
-    return real(self, value)
+    return connected(self, value)
 
 
-worker.Worker.set_is_connected = held
+def waiting(*args, **kwargs):
+    # The driver's first wait on Ray (its actors' set-up): where a driver spends its time.
+    open(marker, "a").close()
+    return wait(*args, **kwargs)
+
+
+if point == "connect":
+    worker.Worker.set_is_connected = held
+else:
+    ray.wait = waiting
 sys.argv[0] = "jobs.render"
 runpy.run_module("jobs.render", run_name="__main__", alter_sys=True)
 """
-"""``python -m jobs.render`` whose ``ray.init`` is held between starting Ray's core worker and
-marking it connected (the first argument names a file created when the hold begins)."""
+"""``python -m jobs.render`` that creates a file at a point of its run (the first two arguments):
+``connect``, inside ``ray.init`` between starting Ray's core worker and marking it connected (held
+there), or ``wait``, its first ``ray.wait``."""
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 400) -> tuple[int, str]:
@@ -232,25 +243,33 @@ def test_stopped_driver_gives_its_lease_back(fault_media, head, tmp_path) -> Non
     assert not lease_path.exists()
 
 
-def test_a_driver_stopped_while_ray_connects_leaves_at_once(fault_media, head, tmp_path) -> None:
-    """A stop that lands inside ``ray.init``, with Ray half built, gives the lease back and exits with
-    the stop's code, neither crashing (SIGSEGV in the interpreter's teardown) nor hanging."""
+@pytest.mark.parametrize(
+    ("point", "code"),
+    [
+        ("connect", signal.SIGTERM),  # Ray's own handler, installed first thing in ray.init
+        ("wait", 128 + signal.SIGTERM),  # ours again once Ray has started
+    ],
+)
+def test_a_driver_stopped_inside_ray_exits_as_stopped(fault_media, head, tmp_path, point, code) -> None:
+    """A stop that lands inside ``ray.init`` with Ray half built, or inside ``ray.wait`` (which Ray
+    turns into ``SystemExit(1)``, "rendering failed"), gives the lease back and exits with a stop's
+    status, neither crashing (SIGSEGV in the interpreter's teardown) nor hanging."""
     out = tmp_path / "out"
     lease_path = out / ".recast-work" / "halfway" / "lease.json"
-    marker = tmp_path / "connecting"
+    marker = tmp_path / "reached"
     spec_path = _write_spec(tmp_path / "job.yaml", job_spec(fault_media, str(out), "halfway"))
-    proc = _driver(head, spec_path, tmp_path / "summary.json", held=str(marker))
+    proc = _driver(head, spec_path, tmp_path / "summary.json", point=(point, marker))
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and proc.poll() is None and not marker.exists():
-            time.sleep(0.05)
-        assert proc.poll() is None and marker.exists() and lease_path.exists(), "ray.init was never held"
+            time.sleep(0.01)
+        assert proc.poll() is None and marker.exists() and lease_path.exists(), f"never reached {point}"
         os.kill(proc.pid, signal.SIGTERM)
-        code, err = _finish(proc, timeout=60)
+        exit_code, err = _finish(proc, timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
-    assert code == signal.SIGTERM, err[-3000:]  # Ray's own handler, installed first thing in ray.init
+    assert exit_code == code, err[-3000:]
     assert not lease_path.exists()
     assert "SIGSEGV" not in err and "Fatal Python error" not in err, err[-3000:]
