@@ -293,6 +293,7 @@ def plan_shot(
     config: TrackingConfig,
     *,
     frame_times: Sequence[float],
+    also_render: frozenset[int] = frozenset(),
 ) -> ShotFacePlan:
     """Decide what to render on every frame of a shot.
 
@@ -308,6 +309,8 @@ def plan_shot(
     One-Euro filter when ``config.smoothing``, in shot time: ``frame_times`` are
     every frame's seconds (:meth:`VideoInfo.frame_times`), so cutoffs are in Hz
     whatever the frame rate, and variable frame rates are filtered by real time.
+    ``also_render``: tracks given tasks even when no identity is decided for them (identity ``""``,
+    ``extra["undecided"]``), for a fix to give them one (:mod:`pipeline.tracking.fixes`).
     """
     if len(frame_times) != len(faces_per_frame):
         raise ValueError(f"plan_shot: {len(frame_times)} frame times for {len(faces_per_frame)} frames")
@@ -336,7 +339,8 @@ def plan_shot(
             mean_area=float(np.mean([_area(o.box) for o in obs])),
             parts=tuple(chains[tid]),
         )
-        if identity is None:
+        undecided = identity is None
+        if undecided and tid not in also_render:
             continue
         frames = np.array([o.frame_index for o in obs], dtype=np.int64)
         values = np.concatenate(
@@ -364,10 +368,10 @@ def plan_shot(
                 tasks[f].append(
                     FaceTask(
                         track_id=tid,
-                        identity=identity,
+                        identity=identity or "",
                         box=box,
                         landmarks=landmarks[i].copy(),
-                        extra={"interpolated": bool(interp)},
+                        extra={"interpolated": bool(interp), **({"undecided": True} if undecided else {})},
                     )
                 )
     for frame in tasks:
