@@ -242,8 +242,9 @@ class JobRunner:
             observer.progress.close()
         if all(observer.shots[r.name].status == "published" for r in runs):
             lease.confirm()
-            # Every shot's segments are gone now; drop their empty parent too.
-            storage.remove(storage.join(prepared.work_url, "segments"), recursive=True)
+            if not spec.output.keep_segments:
+                # Every shot's segments are gone now; drop their empty parent too.
+                storage.remove(storage.join(prepared.work_url, "segments"), recursive=True)
         observer.warn(prepared.manifest.take_warnings())  # records set aside, segments rendered again
         self._write_timeline(prepared, observer)
         provenance.write_audit(observer.summary, shot_urls)

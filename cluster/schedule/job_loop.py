@@ -370,7 +370,7 @@ class JobLoop:
             wall=time.perf_counter() - run.started_at,
         )
         # The output is published and recorded: its segments are no longer needed (the records stay).
-        if not run.shot.is_sequence:
+        if not run.shot.is_sequence and not self.spec.output.keep_segments:
             self.publisher.remove_later(storage.join(self.prepared.work_url, "segments", run.name))
 
     def _fail(self, run: ShotRun, message: str) -> None:
