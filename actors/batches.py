@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from actors.marking import FrameMarker
+from pipeline.faces.boxfix import refine_box_tasks
 from pipeline.geometry.types import FaceTask
 from pipeline.qc.config import QcConfig
 from pipeline.qc.measure import add_identity, measure_frame
@@ -19,6 +20,7 @@ from pipeline.video.decode import Frame
 
 if TYPE_CHECKING:
     from pipeline.faces.renderers.base import Renderer
+    from pipeline.models.roles import Detector
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,10 +59,13 @@ class BatchRenderer:
         qc: QcConfig | None,
         identity: IdentityCheck | None,
         renderer_for: Callable[[Mapping[str, object]], Renderer] | None = None,
+        detector: Detector | None = None,
     ) -> None:
         """``renderer_for``: the renderer of frames whose tasks carry ``extra["faces"]`` (a fix's
-        ``faces`` keys for its frames, :mod:`pipeline.tracking.fixes`); None: ``renderer`` for all."""
+        ``faces`` keys for its frames, :mod:`pipeline.tracking.fixes`); None: ``renderer`` for all.
+        ``detector``: finds the landmarks of faces a fix boxed (:mod:`pipeline.faces.boxfix`)."""
         self.renderer = renderer
+        self.detector = detector
         self.renderer_for = renderer_for
         self.chunk = chunk
         self.tasks_per_frame = tasks_per_frame
@@ -72,6 +77,8 @@ class BatchRenderer:
 
     def __call__(self, frames: list[Frame]) -> list[Rendered]:
         tasks = [self.tasks_per_frame[f.index - self.chunk.start_frame] for f in frames]
+        if self.detector is not None:
+            tasks = [refine_box_tasks(t, f.rgb, self.detector) for f, t in zip(frames, tasks, strict=True)]
         if not any(tasks) and self.mark is None:
             return [Rendered(f, None, None) for f in frames]
         mattes: list[np.ndarray | None] = [None] * len(frames)

@@ -409,6 +409,7 @@ class RenderWorker(PictureEmbeddings):
             qc=qc,
             identity=identity,
             renderer_for=lambda overrides: self.renderer(faces.model_copy(update=dict(overrides))),
+            detector=self.models.detector,
         )
 
     def _result(

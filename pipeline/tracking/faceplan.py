@@ -91,6 +91,13 @@ class ShotFacePlan:
 
     tasks: list[list[FaceTask]]  # per shot frame, sorted by track id
     tracks: dict[int, TrackSummary]
+    kept: tuple[tuple[int, int, int], ...] = ()
+    """``(track, start, end)``: frames ``[start, end)`` where a fix keeps that track's plate face
+    (:mod:`pipeline.tracking.fixes`): left as the plate on purpose, not a coverage gap."""
+
+    def is_kept(self, track: int, frame: int) -> bool:
+        """True when a fix keeps ``track``'s plate face on ``frame``."""
+        return any(t == track and start <= frame < end for t, start, end in self.kept)
 
     @property
     def num_frames(self) -> int:
@@ -104,16 +111,20 @@ class ShotFacePlan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form; ``from_dict`` restores it exactly (float32 round-trips)."""
-        return {
+        out: dict[str, Any] = {
             "tasks": [[_task_to_dict(t) for t in frame] for frame in self.tasks],
             "tracks": {str(k): v.to_dict() for k, v in sorted(self.tracks.items())},
         }
+        if self.kept:
+            out["kept"] = [list(k) for k in self.kept]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ShotFacePlan:
         return cls(
             tasks=[[_task_from_dict(t) for t in frame] for frame in d["tasks"]],
             tracks={int(k): TrackSummary.from_dict(v) for k, v in d["tracks"].items()},
+            kept=tuple((int(t), int(a), int(b)) for t, a, b in d.get("kept", ())),
         )
 
 

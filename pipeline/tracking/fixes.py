@@ -112,7 +112,8 @@ def apply_fixes(plan: ShotFacePlan, fixes: Sequence[FixOp]) -> ShotFacePlan:
     for frame in tasks:
         frame[:] = [t for t in frame if not t.extra.get("undecided")]
         frame.sort(key=lambda task: task.track_id)
-    return ShotFacePlan(tasks=tasks, tracks=dict(plan.tracks))
+    kept = tuple((f.track, f.span.start, f.span.end) for f in fixes if isinstance(f, KeepPlate))
+    return ShotFacePlan(tasks=tasks, tracks=dict(plan.tracks), kept=plan.kept + kept)
 
 
 def _fixed_frame(fix: FixOp, position: int, f: int, frame: list[FaceTask]) -> list[FaceTask]:
@@ -161,8 +162,9 @@ def box_at(keys: Mapping[int, Sequence[float]], frame: int) -> np.ndarray:
 
 
 def template_landmarks(box: np.ndarray) -> np.ndarray:
-    """Five landmarks (5, 2) at the ArcFace template's proportions of ``box``: where a detector that
-    found nothing inside the box would put them on a frontal face."""
+    """Five landmarks (5, 2) at the ArcFace template's proportions of ``box``: those of a frontal face,
+    kept where the pack's detector finds no face inside the box at render time
+    (:mod:`pipeline.faces.boxfix`)."""
     x0, y0, x1, y1 = (float(v) for v in box)
     unit = ARCFACE_112 / 112.0
     points = np.stack([x0 + unit[:, 0] * (x1 - x0), y0 + unit[:, 1] * (y1 - y0)], axis=1)

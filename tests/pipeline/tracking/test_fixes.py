@@ -157,3 +157,24 @@ def test_track_numbers_are_stable_for_the_same_analysis() -> None:
             tracks_on(plans[0], f) for f in range(plan.num_frames)
         ]
     assert len(plans[0].tracks) == 3
+
+
+def test_qc_does_not_flag_the_frames_a_fix_keeps_as_the_plate() -> None:
+    from pipeline.qc.config import QcConfig
+    from pipeline.qc.coverage import coverage
+    from pipeline.qc.marks import ShotTracks
+
+    shot = multi_face_shot()
+    ids = track_ids_of(shot.faces)
+    plain, _ = planned([])
+    track = min(plain.tracks)
+    _, fixed = planned([ops.KeepPlate(span=span(20, 41), track=track)])
+    assert fixed.is_kept(track, 20) and fixed.is_kept(track, 40) and not fixed.is_kept(track, 41)
+    config = QcConfig()
+    flagged = coverage(fixed, ShotTracks.build(shot.faces, ids, fixed), config).marks
+    assert not [m for m in flagged if m.reason == "unreplaced" and 20 <= m.index <= 40]
+    # Without the record of the fix, those frames are a gap QC reports.
+    bare = type(fixed)(tasks=fixed.tasks, tracks=fixed.tracks)
+    gap = coverage(bare, ShotTracks.build(shot.faces, ids, bare), config).marks
+    assert {m.index for m in gap if m.reason == "unreplaced"} >= set(range(20, 41))
+    assert type(fixed).from_dict(fixed.to_dict()).kept == fixed.kept
