@@ -132,8 +132,8 @@ class ShotPlanner:
         shot = run.shot
         now = fix_records(shot.settings.fixes)
         earlier = self.prepared.earlier_fixes.get(run.name, [])
-        if not (now or earlier):
-            return {}
+        if not self.prepared.resumed or not (now or earlier):
+            return {}  # a first run renders everything: nothing is rendered again
         out = {}
         for chunk in shot.renders:
             first, last = (
