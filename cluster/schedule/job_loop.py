@@ -152,10 +152,9 @@ class JobLoop:
         """Dispatch the renders of shots the planner finished; publish the shots whose merge finished."""
         for name in [n for n, f in self.planning.items() if f.done()]:
             run = self.by_name[name]
+            planned = self.planning.pop(name)
             try:
-                renders = self.planning.pop(
-                    name
-                ).result()  # any other planning error is a bug: it ends the job
+                renders = planned.result()  # any other planning error is a bug: it ends the job
             except SpecError as exc:  # a fix naming a track not on its frames, known only now
                 self._fail(run, f"planning failed: {exc}")
                 continue

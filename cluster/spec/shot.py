@@ -121,6 +121,8 @@ class ShotSpec(Frozen):
             raise ValueError(
                 "'name' and 'output' apply to a single 'url'; pattern shots are named after their files"
             )
+        if self.pattern is not None and self.fixes:
+            raise ValueError("'fixes' apply to a single 'url' (or an edit clip): their tracks are one shot's")
         if self.name is not None and not NAME_RE.match(self.name):
             raise ValueError(f"name {self.name!r} must be letters, digits, '.', '_' or '-'")
         return self

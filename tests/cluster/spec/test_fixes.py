@@ -70,6 +70,14 @@ def test_a_bad_fix_is_refused_naming_it(tmp_path, fix: dict, message: str) -> No
     assert err.value.field.startswith("shots[0].fixes[1]")
 
 
+def test_fixes_belong_to_one_shot_not_a_pattern(tmp_path) -> None:
+    data = spec(tmp_path, FIXES)
+    data["shots"] = [{"pattern": "/p/*.mov", "fixes": FIXES[:1]}]
+    with pytest.raises(SpecError, match="apply to a single 'url'") as err:
+        parse_spec(data)
+    assert err.value.field == "shots[0]"
+
+
 def test_a_fix_outside_the_rendered_frames_is_refused_before_ray(tmp_path) -> None:
     info = info_from_timestamps([i * 40 for i in range(100)], [0, 50])
     job = parse_spec(
