@@ -83,7 +83,10 @@ class BatchRenderer:
             return [Rendered(f, None, None) for f in frames]
         mattes: list[np.ndarray | None] = [None] * len(frames)
         outs: list[np.ndarray] = [f.rgb for f in frames]
-        for renderer, positions in self._groups(tasks):
+        groups = self._groups(tasks)
+        if len(groups) == 1:  # one renderer for the batch (no fix's faces settings): the whole batch to it
+            groups = [(groups[0][0], list(range(len(frames))))]
+        for renderer, positions in groups:
             pictures, group = [frames[i].rgb for i in positions], [tasks[i] for i in positions]
             if self.mattes:
                 done, done_mattes = renderer.render_with_mattes(pictures, group)
