@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from actors.marking import FrameMarker
+from pipeline.faces.boxfix import refine_box_tasks
 from pipeline.geometry.types import FaceTask
 from pipeline.qc.config import QcConfig
 from pipeline.qc.measure import add_identity, measure_frame
@@ -19,6 +20,7 @@ from pipeline.video.decode import Frame
 
 if TYPE_CHECKING:
     from pipeline.faces.renderers.base import Renderer
+    from pipeline.models.roles import Detector
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,8 +58,15 @@ class BatchRenderer:
         mattes: bool,
         qc: QcConfig | None,
         identity: IdentityCheck | None,
+        renderer_for: Callable[[Mapping[str, object]], Renderer] | None = None,
+        detector: Detector | None = None,
     ) -> None:
+        """``renderer_for``: the renderer of frames whose tasks carry ``extra["faces"]`` (a fix's
+        ``faces`` keys for its frames, :mod:`pipeline.tracking.fixes`); None: ``renderer`` for all.
+        ``detector``: finds the landmarks of faces a fix boxed (:mod:`pipeline.faces.boxfix`)."""
         self.renderer = renderer
+        self.detector = detector
+        self.renderer_for = renderer_for
         self.chunk = chunk
         self.tasks_per_frame = tasks_per_frame
         self.mark = mark
@@ -68,15 +77,23 @@ class BatchRenderer:
 
     def __call__(self, frames: list[Frame]) -> list[Rendered]:
         tasks = [self.tasks_per_frame[f.index - self.chunk.start_frame] for f in frames]
+        if self.detector is not None:
+            tasks = [refine_box_tasks(t, f.rgb, self.detector) for f, t in zip(frames, tasks, strict=True)]
         if not any(tasks) and self.mark is None:
             return [Rendered(f, None, None) for f in frames]
         mattes: list[np.ndarray | None] = [None] * len(frames)
-        if not any(tasks):
-            outs = [f.rgb for f in frames]
-        elif self.mattes:
-            outs, mattes = self.renderer.render_with_mattes([f.rgb for f in frames], tasks)
-        else:
-            outs = self.renderer.render([f.rgb for f in frames], tasks)
+        outs: list[np.ndarray] = [f.rgb for f in frames]
+        groups = self._groups(tasks)
+        if len(groups) == 1:  # one renderer for the batch (no fix's faces settings): the whole batch to it
+            groups = [(groups[0][0], list(range(len(frames))))]
+        for renderer, positions in groups:
+            pictures, group = [frames[i].rgb for i in positions], [tasks[i] for i in positions]
+            if self.mattes:
+                done, done_mattes = renderer.render_with_mattes(pictures, group)
+            else:
+                done, done_mattes = renderer.render(pictures, group), [None] * len(positions)
+            for i, out, matte in zip(positions, done, done_mattes, strict=True):
+                outs[i], mattes[i] = out, matte
         if self.mark is not None:
             # After the faces are rendered, before encoding: the mark lives in the new faces.
             outs = [self.mark(f.index, out, t) for f, out, t in zip(frames, outs, tasks, strict=True)]
@@ -87,6 +104,20 @@ class BatchRenderer:
         if self.qc is not None:
             self._measure(rendered, tasks)
         return rendered
+
+    def _groups(self, tasks: list[Sequence[FaceTask]]) -> list[tuple[Renderer, list[int]]]:
+        """The batch's frames with tasks, by the renderer each needs (one group unless fixes set ``faces``)."""
+        groups: dict[str, tuple[Renderer, list[int]]] = {}
+        for i, frame_tasks in enumerate(tasks):
+            if not frame_tasks:
+                continue
+            overrides = frame_tasks[0].extra.get("faces") if self.renderer_for is not None else None
+            key = repr(sorted(overrides.items())) if overrides else ""
+            if key not in groups:
+                renderer = self.renderer_for(overrides) if overrides and self.renderer_for else self.renderer
+                groups[key] = (renderer, [])
+            groups[key][1].append(i)
+        return list(groups.values())
 
     def _measure(self, rendered: list[Rendered], tasks: list[Sequence[FaceTask]]) -> None:
         assert self.qc is not None

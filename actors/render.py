@@ -365,7 +365,13 @@ class RenderWorker(PictureEmbeddings):
             tasks_per_frame=tasks_per_frame,
             renderer=renderer,
             stage_before=dict(renderer.stage_seconds),
-            batches=self._batch_renderer(renderer, info, chunk, tasks_per_frame),
+            batches=self._batch_renderer(
+                renderer,
+                info,
+                chunk,
+                tasks_per_frame,
+                faces=faces if faces is not None else self.config.faces,
+            ),
             started=started,
         )
 
@@ -376,7 +382,13 @@ class RenderWorker(PictureEmbeddings):
         return expected
 
     def _batch_renderer(
-        self, renderer: Renderer, info: VideoInfo, chunk: Chunk, tasks_per_frame: Sequence[Sequence[FaceTask]]
+        self,
+        renderer: Renderer,
+        info: VideoInfo,
+        chunk: Chunk,
+        tasks_per_frame: Sequence[Sequence[FaceTask]],
+        *,
+        faces: FaceConfig,
     ) -> BatchRenderer:
         """The process stage of a chunk: faces, marks, mattes for passes and QC, QC measures."""
         config = self.config
@@ -396,6 +408,8 @@ class RenderWorker(PictureEmbeddings):
             mattes=bool(config.passes),
             qc=qc,
             identity=identity,
+            renderer_for=lambda overrides: self.renderer(faces.model_copy(update=dict(overrides))),
+            detector=self.models.detector,
         )
 
     def _result(

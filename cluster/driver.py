@@ -50,6 +50,7 @@ from cluster.schedule.job_loop import JobLoop
 from cluster.schedule.observer import JobObserver
 from cluster.schedule.pool import ActorPool, plan_pool, shared_storage_warnings
 from cluster.schedule.shot_run import ShotRun
+from cluster.spec.fixes import fix_records
 from cluster.spec.job import JobSpec
 from cluster.state.fingerprints import output_exists
 from cluster.state.ledger import Ledger
@@ -175,7 +176,12 @@ class JobRunner:
             observer.warn([takeover])
         ledger = self.ledger = Ledger(prepared.manifest, resumed=prepared.resumed, guard=lease.guard)
         provenance = JobProvenance(spec, prepared.consent_refs, prepared.pack_hash, prepared.auth)
-        ledger.write_job(spec, prepared.pack_hash, prepared.keys.identities, prepared.shot_keys)
+        fixes = {
+            ref.name: fix_records(ref.settings.fixes)
+            for ref in [p.ref for p in prepared.planned] + [r.ref for r in prepared.reused]
+            if ref.settings is not None and ref.settings.fixes
+        }
+        ledger.write_job(spec, prepared.pack_hash, prepared.keys.identities, prepared.shot_keys, fixes=fixes)
         shot_urls = [p.ref.url for p in prepared.planned] + [r.ref.url for r in prepared.reused]
         for p in prepared.planned:
             logger.info("job %s: shot %s from %s to %s", spec.job_id, p.ref.name, p.ref.url, p.ref.output_url)
@@ -236,8 +242,9 @@ class JobRunner:
             observer.progress.close()
         if all(observer.shots[r.name].status == "published" for r in runs):
             lease.confirm()
-            # Every shot's segments are gone now; drop their empty parent too.
-            storage.remove(storage.join(prepared.work_url, "segments"), recursive=True)
+            if not spec.output.keep_segments:
+                # Every shot's segments are gone now; drop their empty parent too.
+                storage.remove(storage.join(prepared.work_url, "segments"), recursive=True)
         observer.warn(prepared.manifest.take_warnings())  # records set aside, segments rendered again
         self._write_timeline(prepared, observer)
         provenance.write_audit(observer.summary, shot_urls)

@@ -117,10 +117,16 @@ def _describe(name: str, info: FieldInfo, docs: dict[str, str]) -> str:
     return ""
 
 
-def render_block(block: Block, home: str) -> list[str]:
-    """The markdown of one block: a heading, the model's docstring and a table of its keys."""
+def render_block(block: Block, home: str, *, one_of: bool = False) -> list[str]:
+    """The markdown of one block: a heading, the model's docstring and a table of its keys.
+
+    ``one_of``: other models share the block's path (the kinds of a union, such as a shot's fixes):
+    the heading and its id name the model too."""
     title = f"`{block.path}`" if block.path else "Top level"
-    lines = [f"## {title} {{#{anchor(block.path)}}}", ""]
+    ident = anchor(block.path)
+    if one_of:
+        title, ident = f"{title} ({block.model.__name__})", f"{ident}-{block.model.__name__.lower()}"
+    lines = [f"## {title} {{#{ident}}}", ""]
     keys = [
         f"{block.path}.{_key(name, info)}" if block.path else _key(name, info)
         for name, info in block.model.model_fields.items()
@@ -148,11 +154,14 @@ def render_block(block: Block, home: str) -> list[str]:
 
 def render() -> str:
     """The whole page, the same bytes for the same models."""
-    blocks = walk(JobSpec)
+    blocks = list(dict.fromkeys(walk(JobSpec)))  # a block reached through several kinds of a union once
     home = homes(blocks)
+    models_at: dict[str, set[type[BaseModel]]] = {}
+    for block in blocks:
+        models_at.setdefault(block.path, set()).add(block.model)
     lines = [HEADER]
     for block in blocks:
-        lines += render_block(block, home[block.model])
+        lines += render_block(block, home[block.model], one_of=len(models_at[block.path]) > 1)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

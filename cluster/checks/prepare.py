@@ -23,6 +23,7 @@ from cluster.checks.destinations import check_destinations, pass_urls_of
 from cluster.checks.provenance import audit_url, check_provenance
 from cluster.checks.trust import Authorisation, check_patterns, input_guard, pack_manifest_of
 from cluster.edit import EditPlan, check_timeline_output, with_edit_shots
+from cluster.spec.fixes import check_fix_frames
 from cluster.spec.job import JobSpec
 from cluster.spec.shot_refs import ShotRef, ShotSettings, expand_shots, settings_of, work_url_for
 from cluster.spec.windows import ShotWindow, render_chunks, shot_window
@@ -111,6 +112,9 @@ class PreparedJob:
     """What the studio policy allowed (:func:`cluster.checks.trust.authorise`)."""
     edit: EditPlan | None = None
     """What the edit's clips became (``edit:``), and where the cut is written back."""
+    earlier_fixes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Shot -> the fixes the last run rendered with (:func:`cluster.spec.fixes.fix_records`), to say
+    which chunks a changed fix renders again."""
 
     @property
     def pack_hash(self) -> str:
@@ -162,7 +166,8 @@ def prepare_job(
     planned: list[PlannedShot] = []
     reused: list[ReusedShot] = []
     shot_keys: dict[str, ShotKey] = {}
-    earlier_keys = (manifest.read_job() or {}).get("shots", {}) if resumed else {}
+    earlier_job = (manifest.read_job() or {}) if resumed else {}
+    earlier_keys = earlier_job.get("shots", {})
     for probed in probe_shots(spec, candidates):
         shot, info, plan = probed.ref, probed.info, probed.plan
         fingerprint = input_fingerprint(shot.url, info, spec.resume.fingerprint)
@@ -218,7 +223,20 @@ def prepare_job(
         consent_refs=auth.consent_refs,
         auth=auth,
         edit=edit,
+        earlier_fixes=earlier_fixes_of(earlier_job),
     )
+
+
+def earlier_fixes_of(job_record: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The fixes of the last run's job record, per shot (none when it had none or is not well-formed)."""
+    fixes = job_record.get("fixes", {})
+    if not isinstance(fixes, dict):
+        return {}
+    return {
+        shot: [r for r in records if isinstance(r, dict) and {"digest", "frames", "label"} <= set(r)]
+        for shot, records in fixes.items()
+        if isinstance(records, list)
+    }
 
 
 def check_edit_output(spec: JobSpec, edit: EditPlan, shots: list[ShotRef], *, resumed: bool) -> None:
@@ -247,6 +265,7 @@ def probed_shot(spec: JobSpec, shot: ShotRef, info: VideoInfo) -> ProbedShot:
     """A probed shot's settings, frame window and chunk plan."""
     settings = settings_of(spec, shot)
     window = shot_window(info, settings, include_handles=spec.output.include_handles)
+    check_fix_frames(settings.fixes, info, window.delivered, settings.field)
     return ProbedShot(shot, info, settings, window, plan_shot_chunks(spec, info, window))
 
 

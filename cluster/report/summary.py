@@ -43,6 +43,19 @@ class WatermarkSummary:
         }
 
 
+@dataclass(frozen=True)
+class RerenderedChunk:
+    """A chunk this run rendered again because fixes on its frames changed: its index, its frames (the
+    plate's numbers, inclusive) and why (``fix 2 (frames 1013-1028, track 2) changed``)."""
+
+    chunk: int
+    frames: tuple[int, int]
+    reasons: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"chunk": self.chunk, "frames": list(self.frames), "reasons": list(self.reasons)}
+
+
 @dataclass
 class ShotSummary:
     """The outcome of one shot."""
@@ -94,6 +107,9 @@ class ShotSummary:
     """QC reasons of ``qc.fail_on`` found in this shot: the job exits 1, the outputs stay published."""
     watermark: WatermarkSummary | None = None
     """With ``provenance.watermark``: which frames got the mark, and at what step."""
+    fixes_rerendered: list[RerenderedChunk] = field(default_factory=list)
+    """Chunks rendered again because the shot's fixes on their frames changed (``summary.json`` has the
+    key only when there are some)."""
 
     @property
     def fps(self) -> float:
@@ -128,7 +144,10 @@ class ShotSummary:
         return {k: round(v, 4) for k, v in sorted(self.stage_seconds.items())}
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(dataclasses.replace(self, qc=None, watermark=None))
+        out = asdict(dataclasses.replace(self, qc=None, watermark=None, fixes_rerendered=[]))
+        del out["fixes_rerendered"]
+        if self.fixes_rerendered:
+            out["fixes_rerendered"] = [c.to_dict() for c in self.fixes_rerendered]
         out["qc"] = self.qc.to_dict() if self.qc is not None else None
         out["watermark"] = self.watermark.to_dict() if self.watermark is not None else None
         out["fps"] = reported(self.fps)

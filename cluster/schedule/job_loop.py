@@ -39,7 +39,7 @@ from cluster.schedule.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
 from cluster.schedule.shot_finish import finish_qc, measures_of, write_tracks
 from cluster.schedule.shot_run import ChunkRender, ShotRun, log_progress
 from cluster.state.ledger import Ledger
-from pipeline.errors import ChecksumError
+from pipeline.errors import ChecksumError, SpecError
 from pipeline.store import storage
 from pipeline.thumbnails import boundary_frames
 from pipeline.tracking.tracker import track_chunk
@@ -152,7 +152,12 @@ class JobLoop:
         """Dispatch the renders of shots the planner finished; publish the shots whose merge finished."""
         for name in [n for n, f in self.planning.items() if f.done()]:
             run = self.by_name[name]
-            renders = self.planning.pop(name).result()  # a planning error is a bug: it ends the job
+            planned = self.planning.pop(name)
+            try:
+                renders = planned.result()  # any other planning error is a bug: it ends the job
+            except SpecError as exc:  # a fix naming a track not on its frames, known only now
+                self._fail(run, f"planning failed: {exc}")
+                continue
             if not run.done:
                 self._dispatch_renders(run, renders)
         for name in [n for n, f in self.merging.items() if f.done()]:
@@ -268,6 +273,8 @@ class JobLoop:
                 run.reused.add(chunk.index)
                 self.observer.segment_reused(run.name, render.committed, chunk.frame_count)
                 continue
+            if chunk.index in renders.rerendered:
+                self.observer.fixes_rerendered(run.name, renders.rerendered[chunk.index])
             self._submit_render(run, render)
         if len(run.segments) == run.renders:
             self._start_merge(run)
@@ -362,7 +369,7 @@ class JobLoop:
             wall=time.perf_counter() - run.started_at,
         )
         # The output is published and recorded: its segments are no longer needed (the records stay).
-        if not run.shot.is_sequence:
+        if not run.shot.is_sequence and not self.spec.output.keep_segments:
             self.publisher.remove_later(storage.join(self.prepared.work_url, "segments", run.name))
 
     def _fail(self, run: ShotRun, message: str) -> None:

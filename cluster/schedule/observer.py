@@ -19,7 +19,7 @@ from cluster.checks.prepare import PreparedJob
 from cluster.report.build import actor_busy_ratios, build_report, write_report
 from cluster.report.metrics import JobMetrics
 from cluster.report.progress import Progress
-from cluster.report.summary import JobSummary, ShotSummary
+from cluster.report.summary import JobSummary, RerenderedChunk, ShotSummary
 from cluster.schedule.dispatch import WorkItem
 from cluster.state.manifest import RenderRecord
 from pipeline.colour import ColourTags
@@ -200,6 +200,11 @@ class JobObserver:
         summary.faces_swapped += record.faces_swapped
         summary.add_watermark(record.watermark)
         self.progress.update(shot, frames)
+
+    def fixes_rerendered(self, shot: str, chunk: RerenderedChunk) -> None:
+        """A chunk rendered again because changed fixes touch it (the summary says which and why)."""
+        self.shots[shot].fixes_rerendered.append(chunk)
+        logger.info("shot %s chunk %d rendered again: %s", shot, chunk.chunk, "; ".join(chunk.reasons))
 
     def segment_rejected(self, shot: str, result: SegmentResult, reused: bool, warning: str) -> None:
         """A segment counted before was found changed at the merge: it is rendered again (counted then)."""

@@ -17,10 +17,16 @@ from typing import Any
 import numpy as np
 
 from cluster.checks.prepare import PreparedJob
+from cluster.report.summary import RerenderedChunk
 from cluster.schedule.shot_run import ChunkRender, ShotRun
+from cluster.spec.fixes import fix_ops, fix_records, fixes_of_chunk, rerender_reasons
+from cluster.spec.shot_refs import ShotSettings
 from cluster.state.ledger import Ledger
 from pipeline.geometry.types import Face
 from pipeline.passes.tracks import TrackFrame, track_frames
+from pipeline.tracking.fixes import FixOp
+from pipeline.video.chunking import Chunk
+from pipeline.video.probe import VideoInfo
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,8 @@ class ShotRenders:
     chunks: list[ChunkRender]
     track_frames: list[TrackFrame] = field(default_factory=list)
     qc: Any = None
+    rerendered: dict[int, RerenderedChunk] = field(default_factory=dict)
+    """Chunk -> why it renders again when changed fixes touch it (used for the chunks not reused)."""
 
 
 class ShotPlanner:
@@ -58,11 +66,13 @@ class ShotPlanner:
 
     def _plan(self, run: ShotRun, faces: list[list[Face]], track_ids: list[list[int]]) -> ShotRenders:
         from pipeline.tracking.faceplan import plan_shot
+        from pipeline.tracking.fixes import apply_fixes, switched_tracks
 
         spec = self.prepared.spec
         shot = run.shot
         started = time.perf_counter()
         first, end = shot.plan.first_frame, shot.plan.end_frame  # faces[0] is frame `first`
+        ops = shot_fix_ops(shot.settings, first_number=shot.info.frame_number(first))
         face_plan = plan_shot(
             faces,
             track_ids,
@@ -70,7 +80,9 @@ class ShotPlanner:
             self.embeddings,
             spec.tracking,
             frame_times=shot.info.frame_times()[first:end],
+            also_render=switched_tracks(ops),
         )
+        face_plan = apply_fixes(face_plan, ops)  # a fix naming a track not on its frames: SpecError
         seconds = time.perf_counter() - started
         numbers = shot.info.frame_numbers(first, end)
         records: list[TrackFrame] = []
@@ -95,14 +107,43 @@ class ShotPlanner:
         for chunk in shot.renders:
             tasks = face_plan.for_range(chunk.start_frame - first, chunk.end_frame - first)
             key = self.prepared.keys.render(
-                shot.fingerprint, chunk, run.encoder, tasks, shot.settings, frames_url
+                shot.fingerprint,
+                chunk,
+                run.encoder,
+                tasks,
+                shot.settings,
+                frames_url,
+                fixes=chunk_fixes(shot.settings, shot.info, chunk),
             )
             chunks.append(
                 ChunkRender(chunk, tasks, key, self.ledger.segment(run.name, chunk.index, key, home))
             )
         return ShotRenders(
-            tracks=len(face_plan.tracks), seconds=seconds, chunks=chunks, track_frames=records, qc=qc
+            tracks=len(face_plan.tracks),
+            seconds=seconds,
+            chunks=chunks,
+            track_frames=records,
+            qc=qc,
+            rerendered=self._rerendered(run),
         )
+
+    def _rerendered(self, run: ShotRun) -> dict[int, RerenderedChunk]:
+        """The chunks that changed fixes touch, with the fixes (new, changed or removed since the last run)."""
+        shot = run.shot
+        now = fix_records(shot.settings.fixes)
+        earlier = self.prepared.earlier_fixes.get(run.name, [])
+        if not self.prepared.resumed or not (now or earlier):
+            return {}  # a first run renders everything: nothing is rendered again
+        out = {}
+        for chunk in shot.renders:
+            first, last = (
+                shot.info.frame_number(chunk.start_frame),
+                shot.info.frame_number(chunk.end_frame - 1),
+            )
+            reasons = rerender_reasons(now, earlier, first, last)
+            if reasons:
+                out[chunk.index] = RerenderedChunk(chunk.index, (first, last), tuple(reasons))
+        return out
 
     def _plan_qc(
         self,
@@ -129,3 +170,20 @@ class ShotPlanner:
             chunk_starts=[c.start_frame - shot.plan.first_frame for c in shot.plan.chunks],
         )
         return plan_checks(inputs, self.prepared.spec.qc)
+
+
+def shot_fix_ops(settings: ShotSettings, *, first_number: int) -> list[FixOp]:
+    """The shot's fixes in shot frame indices (0: the frame numbered ``first_number``); a box without an
+    identity of its own takes the shot's selection source (mode reference: its first reference's)."""
+    selection = settings.selection
+    default = selection.source
+    if selection.mode == "reference" and selection.references:
+        default = min(selection.references.items())[1]
+    return fix_ops(settings.fixes, first_number=first_number, default_identity=default, field=settings.field)
+
+
+def chunk_fixes(settings: ShotSettings, info: VideoInfo, chunk: Chunk) -> list[dict[str, Any]]:
+    """The fixes touching ``chunk``'s frames, canonical: what of the fixes enters its render key."""
+    return fixes_of_chunk(
+        settings.fixes, info.frame_number(chunk.start_frame), info.frame_number(chunk.end_frame - 1)
+    )

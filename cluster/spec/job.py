@@ -295,6 +295,10 @@ class JobSpec(Frozen):
                 _check_selection(
                     overridden(self.selection, shot.selection), set(self.identities), f"shots[{i}].selection"
                 )
+            for j, fix in enumerate(shot.fixes):
+                name = getattr(fix, "identity", None)
+                if name is not None and name not in self.identities:
+                    raise FieldError(f"shots[{i}].fixes[{j}]", f"identity {name!r} is not in identities")
         return self
 
 

@@ -59,6 +59,11 @@ class OutputSpec(Frozen):
     work_url: str | None = None
     """Where segments, the manifest and the job summary go; None: ``.recast-work/<job_id>/`` beside
     the first output."""
+    keep_segments: bool = False
+    """Keep a video shot's rendered segments in the work area once its output is published: a later run
+    of the job (notes acted on with ``fixes:``) then renders only the chunks a change touches and
+    reuses the others byte for byte; false: they are removed, and a later run renders every chunk.
+    Image sequences are written in place and always reused."""
     include_handles: bool = True
     """Deliver the handles (rendered) too; false: video outputs hold only ``frames``, and image
     sequences keep their handle frames as the source's."""

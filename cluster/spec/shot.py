@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from cluster.spec.fixes import ShotFix
+from cluster.spec.frames import FrameRange
 from pipeline.configbase import Frozen
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.plates.sequence import is_sequence_url
@@ -30,7 +31,6 @@ from pipeline.plates.sequence import is_sequence_url
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".mxf")
 IMAGE_EXTENSIONS = (".exr", ".dpx", ".tif", ".tiff", ".png", ".cin")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_RANGE_RE = re.compile(r"^\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?$")
 
 
 def check_media_url(url: str) -> str:
@@ -71,39 +71,6 @@ class ColourSpec(Frozen):
     """The colour space the face models see; rendered pixels are converted back to the plate's."""
 
 
-class FrameRange(Frozen):
-    """Inclusive frame numbers ``first``-``last`` (a sequence's own numbers; a video's from 0)."""
-
-    first: int
-    """First frame rendered, inclusive (``1009-1092`` and ``1009`` are accepted as shorthand)."""
-    last: int
-    """Last frame rendered, inclusive."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _parse(cls, data: Any) -> Any:
-        if isinstance(data, int) and not isinstance(data, bool):
-            return {"first": data, "last": data}
-        if isinstance(data, str):
-            match = _RANGE_RE.match(data)
-            if not match:
-                raise ValueError(f"{data!r} is not a frame range like 1009-1092")
-            first, last = match.group(1), match.group(2) or match.group(1)
-            return {"first": int(first), "last": int(last)}
-        if isinstance(data, list | tuple) and len(data) == 2:
-            return {"first": data[0], "last": data[1]}
-        return data
-
-    @model_validator(mode="after")
-    def _ordered(self) -> FrameRange:
-        if self.last < self.first:
-            raise ValueError(f"last frame {self.last} is before first frame {self.first}")
-        return self
-
-    def __str__(self) -> str:
-        return f"{self.first}-{self.last}"
-
-
 class ShotSpec(Frozen):
     """One shot (``url``) or a glob ``pattern`` that expands to many shots, with its own settings.
 
@@ -135,6 +102,10 @@ class ShotSpec(Frozen):
     """This shot's face selection, overriding the job's ``selection`` field by field."""
     faces: FaceConfig | None = None
     """This shot's face rendering, overriding the job's ``faces`` block field by field."""
+    fixes: tuple[ShotFix, ...] = ()
+    """Notes acted on, each on a range of frames: a track keeps the plate's face or becomes another
+    identity, a face the detector missed is boxed, or render settings change (see the editorial
+    guide).  A changed fix renders again only the chunks whose frames it touches."""
 
     @field_validator("url", "output")
     @classmethod
@@ -150,6 +121,8 @@ class ShotSpec(Frozen):
             raise ValueError(
                 "'name' and 'output' apply to a single 'url'; pattern shots are named after their files"
             )
+        if self.pattern is not None and self.fixes:
+            raise ValueError("'fixes' apply to a single 'url' (or an edit clip): their tracks are one shot's")
         if self.name is not None and not NAME_RE.match(self.name):
             raise ValueError(f"name {self.name!r} must be letters, digits, '.', '_' or '-'")
         return self

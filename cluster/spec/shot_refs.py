@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from cluster.spec.fixes import ShotFix
 from cluster.spec.job import JobSpec
 from cluster.spec.shot import ColourSpec, FrameRange, ShotSpec, overridden
 from pipeline.errors import SpecError
@@ -28,6 +29,8 @@ class ShotSettings:
     fps: Fraction | None = None
     field: str = "shots"
     """The spec field of the shot (``shots[2]``), for errors about its settings."""
+    fixes: tuple[ShotFix, ...] = ()
+    """The shot's ``fixes:`` (:mod:`cluster.spec.fixes`)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ def shot_settings(spec: JobSpec, index: int, shot: ShotSpec) -> ShotSettings:
         handles=shot.handles,
         fps=shot.frame_rate(),
         field=f"shots[{index}]",
+        fixes=shot.fixes,
     )
 
 

@@ -5,8 +5,8 @@ changed input redoes exactly the steps it affects:
 
 * analysis: the source, the chunk's range, the models and how they execute;
 * tracking: the analysis, the tracking settings and the tracker state coming in;
-* render: the source, models, ``faces.*``, identities, encoder, marks, and the
-  face tasks planned for the chunk;
+* render: the source, models, ``faces.*``, identities, encoder, marks, the
+  face tasks planned for the chunk and the shot's fixes that touch its frames;
 * shot: everything the published output depends on, known before any actor runs.
 
 The key kinds are distinct types, so one cannot be passed where another is expected.
@@ -124,12 +124,15 @@ class JobKeys:
         tasks: list[list[FaceTask]],
         settings: ShotSettings | None = None,
         frames_url: str | None = None,
+        *,
+        fixes: list[dict[str, Any]] | None = None,
     ) -> RenderKey:
         """A chunk's segment: its frames, models, render settings, identities, encoder, and exactly the
         face tasks planned for it (so a tracking or selection change redoes only the chunks it alters).
 
         An image sequence's frames (``frames_url``: where they are written) also depend on that place
-        and on ``output.compression``."""
+        and on ``output.compression``.  ``fixes``: the shot's fixes that touch the chunk's frames
+        (:func:`cluster.spec.fixes.fixes_of_chunk`); none: the key of a shot without fixes."""
         parts: dict[str, Any] = {
             "input": fingerprint,
             "chunk": [chunk.start_frame, chunk.end_frame],
@@ -143,6 +146,8 @@ class JobKeys:
         if frames_url is not None:
             parts["frames_url"] = frames_url
             parts["compression"] = self.spec.output.compression
+        if fixes:
+            parts["fixes"] = fixes
         out = self.spec.output
         if out.passes:  # the chunk's pass segments or frames are part of what it produced
             parts["passes"] = [list(out.passes), out.pass_url]
@@ -177,6 +182,8 @@ class JobKeys:
         }
         if window is not None and not window.whole:
             parts["delivered"] = list(window.delivered)
+        if settings is not None and settings.fixes:  # a changed fix changes the output
+            parts["fixes"] = [fix.model_dump(mode="json") for fix in settings.fixes]
         if ref.is_sequence:
             parts["compression"] = spec.output.compression
         return ShotKey(digest(self._with_marks(parts)))

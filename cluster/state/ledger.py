@@ -42,9 +42,16 @@ class Ledger:
 
     # -- job
     def write_job(
-        self, spec: JobSpec, pack_hash: str, identities: str, shot_keys: dict[str, ShotKey]
+        self,
+        spec: JobSpec,
+        pack_hash: str,
+        identities: str,
+        shot_keys: dict[str, ShotKey],
+        *,
+        fixes: dict[str, list[dict[str, Any]]] | None = None,
     ) -> None:
-        """``job.json``: which spec and pack the records were made for (the keys decide reuse)."""
+        """``job.json``: which spec and pack the records were made for (the keys decide reuse), and the
+        shots' fixes (:func:`cluster.spec.fixes.fix_records`; the key only when some shot has fixes)."""
         previous = self.manifest.read_job() if self.resumed else None
         spec_hash = digest(spec)
         if previous is not None and previous.get("spec_hash") != spec_hash:
@@ -62,6 +69,7 @@ class Ledger:
                 "identities": identities,
                 "runs": int(previous.get("runs", 0)) + 1 if previous else 1,
                 "shots": dict(shot_keys),
+                **({"fixes": fixes} if fixes else {}),
             },
             fatal=True,
         )

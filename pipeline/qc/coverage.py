@@ -124,6 +124,8 @@ def coverage(plan: ShotFacePlan, tracks: ShotTracks, config: QcConfig) -> Covera
         first, last = plan.tracks[chain[0]].first_frame, plan.tracks[chain[-1]].last_frame
         unreplaced: dict[int, bool] = {}  # index -> the face was detected there
         for i in range(first, last + 1):
+            if any(plan.is_kept(tid, i) for tid in chain):
+                continue  # a fix keeps the plate's face here: asked for, not a gap
             task = next((tid for tid in chain if i in tracks.tasks.get(tid, {})), None)
             if task is not None:
                 state = "replaced" if i in tracks.detections.get(task, {}) else "bridged"

@@ -91,6 +91,13 @@ class ShotFacePlan:
 
     tasks: list[list[FaceTask]]  # per shot frame, sorted by track id
     tracks: dict[int, TrackSummary]
+    kept: tuple[tuple[int, int, int], ...] = ()
+    """``(track, start, end)``: frames ``[start, end)`` where a fix keeps that track's plate face
+    (:mod:`pipeline.tracking.fixes`): left as the plate on purpose, not a coverage gap."""
+
+    def is_kept(self, track: int, frame: int) -> bool:
+        """True when a fix keeps ``track``'s plate face on ``frame``."""
+        return any(t == track and start <= frame < end for t, start, end in self.kept)
 
     @property
     def num_frames(self) -> int:
@@ -104,16 +111,20 @@ class ShotFacePlan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form; ``from_dict`` restores it exactly (float32 round-trips)."""
-        return {
+        out: dict[str, Any] = {
             "tasks": [[_task_to_dict(t) for t in frame] for frame in self.tasks],
             "tracks": {str(k): v.to_dict() for k, v in sorted(self.tracks.items())},
         }
+        if self.kept:
+            out["kept"] = [list(k) for k in self.kept]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ShotFacePlan:
         return cls(
             tasks=[[_task_from_dict(t) for t in frame] for frame in d["tasks"]],
             tracks={int(k): TrackSummary.from_dict(v) for k, v in d["tracks"].items()},
+            kept=tuple((int(t), int(a), int(b)) for t, a, b in d.get("kept", ())),
         )
 
 
@@ -293,6 +304,7 @@ def plan_shot(
     config: TrackingConfig,
     *,
     frame_times: Sequence[float],
+    also_render: frozenset[int] = frozenset(),
 ) -> ShotFacePlan:
     """Decide what to render on every frame of a shot.
 
@@ -308,6 +320,8 @@ def plan_shot(
     One-Euro filter when ``config.smoothing``, in shot time: ``frame_times`` are
     every frame's seconds (:meth:`VideoInfo.frame_times`), so cutoffs are in Hz
     whatever the frame rate, and variable frame rates are filtered by real time.
+    ``also_render``: tracks given tasks even when no identity is decided for them (identity ``""``,
+    ``extra["undecided"]``), for a fix to give them one (:mod:`pipeline.tracking.fixes`).
     """
     if len(frame_times) != len(faces_per_frame):
         raise ValueError(f"plan_shot: {len(frame_times)} frame times for {len(faces_per_frame)} frames")
@@ -336,7 +350,8 @@ def plan_shot(
             mean_area=float(np.mean([_area(o.box) for o in obs])),
             parts=tuple(chains[tid]),
         )
-        if identity is None:
+        undecided = identity is None
+        if undecided and tid not in also_render:
             continue
         frames = np.array([o.frame_index for o in obs], dtype=np.int64)
         values = np.concatenate(
@@ -364,10 +379,10 @@ def plan_shot(
                 tasks[f].append(
                     FaceTask(
                         track_id=tid,
-                        identity=identity,
+                        identity=identity or "",
                         box=box,
                         landmarks=landmarks[i].copy(),
-                        extra={"interpolated": bool(interp)},
+                        extra={"interpolated": bool(interp), **({"undecided": True} if undecided else {})},
                     )
                 )
     for frame in tasks:

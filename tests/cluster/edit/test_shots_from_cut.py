@@ -168,3 +168,14 @@ def test_the_studio_policy_sees_the_timeline_and_every_media_before_they_are_rea
     with pytest.raises(PolicyError) as err:
         with_edit_shots(spec, allowed=input_guard(spec, env={}))
     assert "/nowhere/cut.otio" in str(err.value)
+
+
+def test_a_clip_override_carries_fixes_onto_the_clip_shot(media: Media, cut_url: str, tmp_path) -> None:
+    fixes = [{"frames": "1006-1008", "track": 0, "action": "keep_plate"}]
+    shots = [{"name": "sc010", "fixes": fixes}]
+    spec, _ = expanded(job(media, cut_url, str(tmp_path), edit={"tracks": ["V2"]}, shots=shots))
+    (shot,) = spec.shots
+    assert (shot.url, str(shot.frames)) == (media.exr.url, "1005-1012")
+    assert [(str(f.frames), f.track) for f in shot.fixes] == [("1006-1008", 0)]
+    (ref,) = expand_shots(spec)
+    assert ref.settings is not None and ref.settings.fixes == shot.fixes
