@@ -50,6 +50,7 @@ from actors.results import (
     SequencePass,
     analysis_stages,
 )
+from actors.review import ReviewSegment
 from actors.segments import ChunkSegments
 from pipeline.configbase import Frozen
 from pipeline.errors import RecastError, SpecError
@@ -61,6 +62,7 @@ from pipeline.limits import InputLimits
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.provenance.watermark import WatermarkConfig
 from pipeline.qc.config import QcConfig
+from pipeline.review.frames import ReviewLook
 from pipeline.stages import StageTimes, run_stages
 from pipeline.video.chunking import Chunk
 from pipeline.video.decoders import DecodeConfig, VideoDecoder
@@ -265,15 +267,24 @@ class RenderWorker(PictureEmbeddings):
         encoder: EncoderChoice,
         segment_url: str,
         faces: FaceConfig | None = None,
+        review: ReviewLook | None = None,
     ) -> SegmentResult:
         """Render ``chunk`` with the planned tasks, encode it and upload it to ``segment_url``.
 
-        ``faces``: the shot's own render settings (None: the job's)."""
+        ``faces``: the shot's own render settings (None: the job's).  ``review``: also write the
+        chunk's review segment, laid out and burnt in so (:mod:`actors.review`)."""
         run = self._start(info, chunk, tasks_per_frame, faces)
         source, reused = self.frames.for_render(shot_url, info, chunk)
+        threads = self.config.codec_threads
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
+            path = os.path.join(tmp, "segment.review.mp4")
+            rev = (
+                None
+                if review is None
+                else ReviewSegment(path, info, chunk, review, tasks_per_frame, threads=threads)
+            )
             with ChunkSegments(
-                tmp, info, encoder, chunk, self.config.passes, threads=self.config.codec_threads
+                tmp, info, encoder, chunk, self.config.passes, threads=threads, review=rev
             ) as segments:
                 times: StageTimes = run_stages(
                     source,

@@ -1,4 +1,5 @@
-"""A video chunk's encoded segments: the output's, and one per compositing pass (ProRes 4444).
+"""A video chunk's encoded segments: the output's, one per compositing pass (ProRes 4444) and the
+review segment (H.264, :mod:`actors.review`) when the job makes review movies.
 
 Each segment is encoded to a local file, hashed, then uploaded whole to the job's work
 area; the driver merges every kind's segments like the output's.
@@ -16,6 +17,7 @@ from typing import Self
 
 from actors.batches import Rendered
 from actors.results import VideoPass
+from actors.review import REVIEW_PASS, ReviewSegment, review_segment_url
 from pipeline.colour import ColourTags, written_tags
 from pipeline.passes.layers import video_pass_frames
 from pipeline.store import storage
@@ -65,6 +67,7 @@ class ChunkSegments:
         passes: Sequence[str],
         *,
         threads: int = 0,
+        review: ReviewSegment | None = None,
     ) -> None:
         self.folder = folder
         self.written = 0
@@ -82,6 +85,7 @@ class ChunkSegments:
                 self.pass_paths[name] = os.path.join(folder, f"segment.{name}.mov")
                 writer = SegmentWriter(self.pass_paths[name], deep, choice, chunk, threads=threads)
                 self.pass_writers[name] = self._stack.enter_context(writer)
+        self.review = self._stack.enter_context(review) if review is not None else None
 
     def write(self, item: Rendered) -> None:
         frame = item.frame
@@ -91,6 +95,8 @@ class ChunkSegments:
             layers = video_pass_frames(frame, item.pixels, item.matte)
             for name, writer in self.pass_writers.items():
                 writer.write(layers[name])
+        if self.review is not None:
+            self.review.write(item)
         self.written += 1
 
     def __enter__(self) -> Self:
@@ -109,6 +115,10 @@ class ChunkSegments:
             url = pass_segment_url(segment_url, name)
             digest, nbytes = _publish(path, url)
             passes[name] = VideoPass(url=url, bytes=nbytes, sha256=digest)
+        if self.review is not None:
+            url = review_segment_url(segment_url)
+            digest, nbytes = _publish(self.review.path, url)
+            passes[REVIEW_PASS] = VideoPass(url=url, bytes=nbytes, sha256=digest)
         return UploadedSegments(sha256=sha256, bytes=size, passes=passes)
 
 

@@ -43,6 +43,19 @@ class WatermarkSummary:
         }
 
 
+@dataclass(frozen=True)
+class ReviewOutputs:
+    """A shot's review media (``output.review``): the movie, its contact sheet, the frames flagged in it."""
+
+    movie_url: str
+    contact_url: str
+    frames: int
+    flagged_frames: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass
 class ShotSummary:
     """The outcome of one shot."""
@@ -94,6 +107,8 @@ class ShotSummary:
     """QC reasons of ``qc.fail_on`` found in this shot: the job exits 1, the outputs stay published."""
     watermark: WatermarkSummary | None = None
     """With ``provenance.watermark``: which frames got the mark, and at what step."""
+    review: ReviewOutputs | None = None
+    """With ``output.review``: the review media written (in summary.json only when set)."""
 
     @property
     def fps(self) -> float:
@@ -128,7 +143,10 @@ class ShotSummary:
         return {k: round(v, 4) for k, v in sorted(self.stage_seconds.items())}
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(dataclasses.replace(self, qc=None, watermark=None))
+        out = asdict(dataclasses.replace(self, qc=None, watermark=None, review=None))
+        del out["review"]
+        if self.review is not None:
+            out["review"] = self.review.to_dict()
         out["qc"] = self.qc.to_dict() if self.qc is not None else None
         out["watermark"] = self.watermark.to_dict() if self.watermark is not None else None
         out["fps"] = reported(self.fps)

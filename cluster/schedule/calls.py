@@ -10,6 +10,7 @@ from cluster.schedule.work_queue import WorkItem
 from cluster.spec.job import JobSpec
 from cluster.state.manifest import RenderRecord
 from pipeline.geometry.types import FaceTask
+from pipeline.review.frames import ReviewLook
 from pipeline.video.chunking import Chunk
 from pipeline.video.encode import EncoderChoice
 
@@ -107,8 +108,19 @@ def render_item(run: ShotRun, render: ChunkRender, segment_url: str, spec: JobSp
         kind="render",
         shot=run.name,
         chunk=chunk.index,
-        call=render_call(run, chunk, render.tasks, segment_url, spec.output.compression),
+        call=render_call(
+            run, chunk, render.tasks, segment_url, spec.output.compression, review=review_look(run, spec)
+        ),
     )
+
+
+def review_look(run: ShotRun, spec: JobSpec) -> ReviewLook | None:
+    """How the shot's review frames look (None: no review movie, or an image sequence: not made yet)."""
+    review = spec.output.review
+    if review is None or run.shot.is_sequence:
+        return None
+    info = run.shot.info
+    return ReviewLook.of(run.name, info.width, info.height, review.layout, review.max_width)
 
 
 def analyze_call(run: ShotRun, chunk: Chunk) -> Any:
@@ -117,7 +129,13 @@ def analyze_call(run: ShotRun, chunk: Chunk) -> Any:
 
 
 def render_call(
-    run: ShotRun, chunk: Chunk, tasks: list[list[FaceTask]], segment_url: str, compression: str | None
+    run: ShotRun,
+    chunk: Chunk,
+    tasks: list[list[FaceTask]],
+    segment_url: str,
+    compression: str | None,
+    *,
+    review: ReviewLook | None = None,
 ) -> Any:
     url, info, encoder, faces = run.shot.ref.url, run.info_ref, run.encoder, run.shot.settings.faces
     if run.shot.is_sequence:
@@ -133,5 +151,5 @@ def render_call(
             pass_urls=passes,
         )
     return lambda actor: actor.render_chunk.remote(
-        url, info, chunk, tasks, encoder=encoder, segment_url=segment_url, faces=faces
+        url, info, chunk, tasks, encoder=encoder, segment_url=segment_url, faces=faces, review=review
     )

@@ -23,7 +23,9 @@ from actors.results import ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
 from cluster.checks.provenance import JobProvenance
 from cluster.publish.merge import Published, Publisher
+from cluster.publish.review import publish_review
 from cluster.publish.sequences import complete_sequence
+from cluster.report.summary import ReviewOutputs
 from cluster.schedule.calls import (
     analysis_item,
     render_item,
@@ -36,7 +38,7 @@ from cluster.schedule.dispatch import Dispatcher, Elasticity, Outcome
 from cluster.schedule.observer import JobObserver, ShotSource
 from cluster.schedule.planner import ShotPlanner, ShotRenders
 from cluster.schedule.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
-from cluster.schedule.shot_finish import finish_qc, measures_of, write_tracks
+from cluster.schedule.shot_finish import finish_qc, measures_of, review_job, write_tracks
 from cluster.schedule.shot_run import ChunkRender, ShotRun, log_progress
 from cluster.state.ledger import Ledger
 from pipeline.errors import ChecksumError
@@ -80,6 +82,8 @@ class JobLoop:
         self.runs = runs
         self.by_name = {r.name: r for r in runs}
         self.merging: dict[str, Future[Published]] = {}
+        self.reviews: dict[str, Future[ReviewOutputs]] = {}
+        """Shot -> its review media being written (``output.review``), collected by the driver."""
         self.planner = ShotPlanner(prepared, ledger, embeddings)
         self.planning: dict[str, Future[ShotRenders]] = {}
         self.open_shots = len(runs)
@@ -333,7 +337,8 @@ class JobLoop:
         pass_files = {name: p.sha256 for name, p in published.passes.items()}
         if "tracks" in run.shot.pass_urls:
             pass_files.update(write_tracks(run, run.shot.pass_urls["tracks"], measures))
-        self.observer.shot_qc(run.name, finish_qc(run, measures, self.spec.qc), self.spec.qc)
+        qc = finish_qc(run, measures, self.spec.qc)
+        self.observer.shot_qc(run.name, qc, self.spec.qc)
         # Recorded first: a driver killed after this point finds the output as its own on resume.
         self.ledger.shot_published(
             run.name,
@@ -363,7 +368,12 @@ class JobLoop:
         )
         # The output is published and recorded: its segments are no longer needed (the records stay).
         if not run.shot.is_sequence:
-            self.publisher.remove_later(storage.join(self.prepared.work_url, "segments", run.name))
+            segments_url = storage.join(self.prepared.work_url, "segments", run.name)
+            job = review_job(run, self.spec, qc.flags if qc is not None else ())
+            if job is None:
+                self.publisher.remove_later(segments_url)
+            else:  # the review reads the segments: it removes them when done
+                self.reviews[run.name] = self.publisher.submit_call(publish_review, job, segments_url)
 
     def _fail(self, run: ShotRun, message: str) -> None:
         if not run.done:
