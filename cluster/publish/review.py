@@ -20,15 +20,7 @@ import numpy as np
 from cluster.report.summary import ReviewOutputs
 from pipeline.errors import RecastError
 from pipeline.qc.records import Flag
-from pipeline.review.contact import (
-    CELL_WIDTH,
-    NO_FLAGS,
-    SheetRow,
-    contact_sheet,
-    even_frames,
-    flag_frames,
-    flag_label,
-)
+from pipeline.review import contact
 from pipeline.review.frames import ReviewLook
 from pipeline.review.movie import burn_flags, flag_lines, review_info
 from pipeline.store import storage
@@ -105,29 +97,35 @@ def _contact(job: ReviewJob) -> bytes:
     offset = job.positions.start
     numbers = job.numbers
     position = {n: p for p, n in zip(job.positions, numbers, strict=True)}
-    shown = [(f, n) for f, n in flag_frames(job.flags) if n in position]
-    wanted = [position[n] for _, n in shown] if shown else [position[n] for n in even_frames(numbers)]
+    shown = [(f, n) for f, n in contact.flag_frames(job.flags) if n in position]
+    wanted = [position[n] for _, n in shown] if shown else [position[n] for n in contact.even_frames(numbers)]
     thumbs = {
         t.frame: t
-        for t in thumbnails(job.source_url, job.output_url, job.info, wanted, CELL_WIDTH, offset=offset)
+        for t in thumbnails(
+            job.source_url, job.output_url, job.info, wanted, contact.CELL_WIDTH, offset=offset
+        )
     }
-    rows: list[SheetRow] = []
+    rows: list[contact.SheetRow] = []
     if shown:
         for flag, number in shown:
             thumb = thumbs[position[number]]
             rows.append(
-                SheetRow(flag_label(flag, number), _picture(thumb.before_jpeg), _picture(thumb.after_jpeg))
+                contact.SheetRow(
+                    contact.flag_label(flag, number), _picture(thumb.before_jpeg), _picture(thumb.after_jpeg)
+                )
             )
     else:
         for p in wanted:
             rows.append(
-                SheetRow(
+                contact.SheetRow(
                     f"frame {job.info.frame_number(p)}",
                     _picture(thumbs[p].before_jpeg),
                     _picture(thumbs[p].after_jpeg),
                 )
             )
-    return contact_sheet(f"{job.shot}: before | after", rows, note=None if shown else NO_FLAGS)
+    return contact.contact_sheet(
+        f"{job.shot}: before | after", rows, note=None if shown else contact.NO_FLAGS
+    )
 
 
 def _picture(jpeg: bytes) -> np.ndarray:
