@@ -21,6 +21,7 @@ memory is a few batches of frames, whatever the length of the shot.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -50,7 +51,7 @@ from actors.results import (
     SequencePass,
     analysis_stages,
 )
-from actors.review import ReviewSegment
+from actors.review import REVIEW_PASS, PlateView, ReviewSegment, upload
 from actors.segments import ChunkSegments
 from pipeline.configbase import Frozen
 from pipeline.errors import RecastError, SpecError
@@ -332,22 +333,35 @@ class RenderWorker(PictureEmbeddings):
         faces: FaceConfig | None = None,
         compression: str | None = None,
         pass_urls: dict[str, str] | None = None,
+        review: tuple[ReviewLook, str] | None = None,
     ) -> SegmentResult:
         """Render ``chunk`` of an image sequence and write each frame whole to ``output_url``'s frame
-        name (:meth:`actors.plates.PlateFrames.render`); the result's ``frame_files`` lists them."""
+        name (:meth:`actors.plates.PlateFrames.render`); the result's ``frame_files`` lists them.
+
+        ``review``: (look, URL) of the chunk's review segment, through the plate's display/view."""
         run = self._start(info, chunk, tasks_per_frame, faces)
         pass_urls = pass_urls or {}
-        written = self.plates.render(
-            info,
-            chunk,
-            self.frames.decode(shot_url, info, chunk),
-            run.batches,
-            output_url=output_url,
-            compression=compression,
-            pass_urls=pass_urls,
-            batch_size=self.config.faces.batch_size,
-            queue_batches=self.config.queue_batches,
-        )
+        with tempfile.TemporaryDirectory(prefix="recast-review-") as tmp:
+            path = os.path.join(tmp, "segment.review.mp4")
+            with contextlib.ExitStack() as stack:
+                rev = None
+                if review is not None:
+                    pictures = PlateView(self.plates.converter(info))
+                    rev = ReviewSegment(path, info, chunk, review[0], tasks_per_frame, pictures=pictures)
+                    stack.enter_context(rev)
+                written = self.plates.render(
+                    info,
+                    chunk,
+                    self.frames.decode(shot_url, info, chunk),
+                    run.batches,
+                    output_url=output_url,
+                    compression=compression,
+                    pass_urls=pass_urls,
+                    batch_size=self.config.faces.batch_size,
+                    queue_batches=self.config.queue_batches,
+                    review=rev,
+                )
+            reviewed = {REVIEW_PASS: upload(path, review[1])} if review is not None else {}
         output = ChunkOutput(
             url=output_url,
             sha256=written.listing_sha256,
@@ -355,7 +369,8 @@ class RenderWorker(PictureEmbeddings):
             frames=len(written.frames),
             encoder="oiio",
             frame_files=written.frames,
-            passes={k: SequencePass(url=pass_urls[k], frames=v) for k, v in written.passes.items()},
+            passes={k: SequencePass(url=pass_urls[k], frames=v) for k, v in written.passes.items()}
+            | reviewed,
         )
         return self._result(run, output, written.stages, written.times)
 

@@ -17,11 +17,9 @@ from typing import Self
 
 from actors.batches import Rendered
 from actors.results import VideoPass
-from actors.review import REVIEW_PASS, ReviewSegment, review_segment_url
+from actors.review import REVIEW_PASS, ReviewSegment, review_segment_url, upload
 from pipeline.colour import ColourTags, written_tags
 from pipeline.passes.layers import video_pass_frames
-from pipeline.store import storage
-from pipeline.store.hashing import sha256_file
 from pipeline.video.chunking import Chunk
 from pipeline.video.decode import Frame
 from pipeline.video.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
@@ -109,21 +107,10 @@ class ChunkSegments:
 
     def upload(self, segment_url: str) -> UploadedSegments:
         """Upload every closed segment: the output's to ``segment_url``, each pass's next to it."""
-        sha256, size = _publish(self.path, segment_url)
-        passes = {}
-        for name, path in self.pass_paths.items():
-            url = pass_segment_url(segment_url, name)
-            digest, nbytes = _publish(path, url)
-            passes[name] = VideoPass(url=url, bytes=nbytes, sha256=digest)
+        output = upload(self.path, segment_url)
+        passes = {
+            name: upload(path, pass_segment_url(segment_url, name)) for name, path in self.pass_paths.items()
+        }
         if self.review is not None:
-            url = review_segment_url(segment_url)
-            digest, nbytes = _publish(self.review.path, url)
-            passes[REVIEW_PASS] = VideoPass(url=url, bytes=nbytes, sha256=digest)
-        return UploadedSegments(sha256=sha256, bytes=size, passes=passes)
-
-
-def _publish(path: str, url: str) -> tuple[str, int]:
-    """Upload the local file ``path`` to ``url``; its (sha256, size)."""
-    digest, size = sha256_file(path), os.path.getsize(path)
-    storage.publish_file(path, url)
-    return digest, size
+            passes[REVIEW_PASS] = upload(self.review.path, review_segment_url(segment_url))
+        return UploadedSegments(sha256=output.sha256, bytes=output.bytes, passes=passes)

@@ -98,7 +98,9 @@ def analysis_item(run: ShotRun, chunk: Chunk) -> WorkItem:
     )
 
 
-def render_item(run: ShotRun, render: ChunkRender, segment_url: str, spec: JobSpec) -> WorkItem:
+def render_item(
+    run: ShotRun, render: ChunkRender, segment_url: str, spec: JobSpec, *, review_url: str | None = None
+) -> WorkItem:
     """The render of a planned chunk, preferably on the actor that analysed it (when idle)."""
     chunk = render.chunk
     return WorkItem(
@@ -109,15 +111,21 @@ def render_item(run: ShotRun, render: ChunkRender, segment_url: str, spec: JobSp
         shot=run.name,
         chunk=chunk.index,
         call=render_call(
-            run, chunk, render.tasks, segment_url, spec.output.compression, review=review_look(run, spec)
+            run,
+            chunk,
+            render.tasks,
+            segment_url,
+            spec.output.compression,
+            review=review_look(run, spec),
+            review_url=review_url,
         ),
     )
 
 
 def review_look(run: ShotRun, spec: JobSpec) -> ReviewLook | None:
-    """How the shot's review frames look (None: no review movie, or an image sequence: not made yet)."""
+    """How the shot's review frames look (None: no review movie)."""
     review = spec.output.review
-    if review is None or run.shot.is_sequence:
+    if review is None:
         return None
     info = run.shot.info
     return ReviewLook.of(run.name, info.width, info.height, review.layout, review.max_width)
@@ -136,10 +144,14 @@ def render_call(
     compression: str | None,
     *,
     review: ReviewLook | None = None,
+    review_url: str | None = None,
 ) -> Any:
+    """The render call of a chunk; ``review_url``: where an image sequence's review segment goes (a
+    video's goes beside its segment)."""
     url, info, encoder, faces = run.shot.ref.url, run.info_ref, run.encoder, run.shot.settings.faces
     if run.shot.is_sequence:
         passes = run.shot.pass_urls
+        plate_review = None if review is None or review_url is None else (review, review_url)
         return lambda actor: actor.render_frames.remote(
             url,
             info,
@@ -149,6 +161,7 @@ def render_call(
             faces=faces,
             compression=compression,
             pass_urls=passes,
+            review=plate_review,
         )
     return lambda actor: actor.render_chunk.remote(
         url, info, chunk, tasks, encoder=encoder, segment_url=segment_url, faces=faces, review=review

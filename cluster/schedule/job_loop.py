@@ -278,7 +278,8 @@ class JobLoop:
 
     def _submit_render(self, run: ShotRun, render: ChunkRender) -> None:
         url = run.segment_url(self.prepared.work_url, render.chunk.index, render.key)
-        self.dispatcher.submit(render_item(run, render, url, self.spec))
+        review_url = run.review_segment_url(self.prepared.work_url, render.chunk.index, render.key)
+        self.dispatcher.submit(render_item(run, render, url, self.spec, review_url=review_url))
 
     def _render_again(self, run: ShotRun, url: str) -> bool:
         """A segment changed since it was committed (found at the merge): render its chunk again and merge
@@ -367,13 +368,12 @@ class JobLoop:
             wall=time.perf_counter() - run.started_at,
         )
         # The output is published and recorded: its segments are no longer needed (the records stay).
-        if not run.shot.is_sequence:
-            segments_url = storage.join(self.prepared.work_url, "segments", run.name)
-            job = review_job(run, self.spec, qc.flags if qc is not None else ())
-            if job is None:
-                self.publisher.remove_later(segments_url)
-            else:  # the review reads the segments: it removes them when done
-                self.reviews[run.name] = self.publisher.submit_call(publish_review, job, segments_url)
+        segments_url = storage.join(self.prepared.work_url, "segments", run.name)
+        review = review_job(run, self.spec, qc.flags if qc is not None else ())
+        if review is not None:  # it reads the (review) segments, and removes them when done
+            self.reviews[run.name] = self.publisher.submit_call(publish_review, review, segments_url)
+        elif not run.shot.is_sequence:
+            self.publisher.remove_later(segments_url)
 
     def _fail(self, run: ShotRun, message: str) -> None:
         if not run.done:

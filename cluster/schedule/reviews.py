@@ -32,11 +32,6 @@ def write_reviews(
             observer.shots[name].review = future.result()
         except Exception as exc:  # noqa: BLE001 - the shot's output is published; its dailies are not
             observer.warn([f"shot {name}: review media not written: {exc}"])
-    sequences = sorted(p.ref.name for p in prepared.planned if p.is_sequence)
-    if sequences:
-        observer.warn(
-            [f"output.review: no review movie for image-sequence shots yet ({', '.join(sequences)})"]
-        )
     url = spec.output.review_timeline_url
     if url is None:
         return

@@ -114,3 +114,37 @@ def test_review_movie_playlist_and_contact_sheet(ray_local, tmp_path) -> None:
         str(tmp_path / "review" / f"{name}_review.mp4") for name in ("sh010", "sh020")
     ]
     assert all(c.media_reference.available_range.duration.value == 2 * FPS for c in clips_read)
+
+
+def test_an_exr_plate_review_is_shown_through_its_display_view(ray_local, tmp_path) -> None:
+    import OpenImageIO as oiio
+
+    from pipeline.plates.colour import load_config
+    from pipeline.review.view import DisplayView
+    from tests.plates import write_sequence
+
+    plate = write_sequence(tmp_path / "plates", "sh030_plate", count=24, size=(160, 90), fps=FPS)
+    source = write_source_image(str(tmp_path / "source.jpg"))
+    job = _job(tmp_path, {"sh030": plate}, source)
+    job["output"]["url"] = str(tmp_path / "out" / "{shot}" / "{shot}.####.exr")
+    job["output"]["review"]["layout"] = "wipe"
+    summary = run_job(parse_spec(job))
+    assert summary.ok, summary.table()
+    movie = str(tmp_path / "review" / "sh030_review.mp4")
+    info = probe(movie)
+    assert info.frame_count == 24 and (info.width, info.height) == (160, 90) and info.pix_fmt == "yuv420p"
+    assert ReviewLook.of("sh030", 160, 90, "wipe", 1920).size == (160, 90)
+    first = _frames(movie)[0]
+    # The plate's half as the config's Rec.709 display shows the ACEScg pixels (not their raw values).
+    pixels = oiio.ImageBuf(plate.replace("####", "1001")).get_pixels(oiio.FLOAT)[..., :3]
+    shown = DisplayView(load_config("ocio://default"), "ACEScg")(pixels)
+    region = (slice(30, 70), slice(2, 45))  # below the shot's name, left of the face and its identity
+    # The plate is grainy and x264 smooths grain: compare the region's mean colour.
+    mean = first[region].reshape(-1, 3).mean(axis=0)
+    error = np.abs(mean - shown[region].reshape(-1, 3).mean(axis=0)).max()
+    raw = np.clip(pixels[region] * 255, 0, 255).reshape(-1, 3).mean(axis=0)
+    assert error < 3, (mean, error)
+    assert np.abs(mean - raw).max() > 3 * error  # not the raw ACEScg values
+    timeline = otio.adapters.read_from_file(str(tmp_path / "review" / "dailies.otio"))
+    assert [c.name for c in timeline.find_clips()] == ["sh030"]
+    assert (tmp_path / "review" / "sh030_review_contact.png").is_file()
