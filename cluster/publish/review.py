@@ -69,7 +69,7 @@ def publish_review(job: ReviewJob, remove_after: str | None = None) -> ReviewOut
         numbers = job.numbers
         with tempfile.TemporaryDirectory(prefix="recast-review-") as tmp:
             merged, final = os.path.join(tmp, "merged.mp4"), os.path.join(tmp, "review.mp4")
-            merge_segments(
+            stats = merge_segments(
                 job.segment_urls,
                 review_info(job.info, job.look.size),
                 merged,
@@ -77,10 +77,13 @@ def publish_review(job: ReviewJob, remove_after: str | None = None) -> ReviewOut
                 window=job.window,
                 segment_sha256=job.segment_sha256,
             )
-            frames = burn_flags(merged, final, numbers, job.flags)
+            flagged = len(flag_lines(job.flags, numbers))
+            if flagged:
+                frames = burn_flags(merged, final, numbers, job.flags)
+            else:  # nothing to burn in: the merged movie is the review movie
+                final, frames = merged, stats.frames
             storage.publish_file(final, job.movie_url)
         storage.write_bytes(job.contact_url, _contact(job))
-        flagged = len(flag_lines(job.flags, numbers))
         return ReviewOutputs(job.movie_url, job.contact_url, frames=frames, flagged_frames=flagged)
     finally:
         if remove_after is not None:

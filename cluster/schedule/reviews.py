@@ -32,6 +32,14 @@ def write_reviews(
             observer.shots[name].review = future.result()
         except Exception as exc:  # noqa: BLE001 - the shot's output is published; its dailies are not
             observer.warn([f"shot {name}: review media not written: {exc}"])
+    missing = [
+        r.ref.name for r in prepared.reused if not storage.exists(review.movie_url(r.ref.name, spec.job_id))
+    ]
+    if missing:
+        names = ", ".join(missing)
+        observer.warn(
+            [f"output.review: no review movie for {names}, published by an earlier run (rerun them)"]
+        )
     url = spec.output.review_timeline_url
     if url is None:
         return

@@ -61,7 +61,10 @@ def test_review_movie_playlist_and_contact_sheet(ray_local, tmp_path) -> None:
         name: make_face_clip(str(tmp_path / f"{name}.mp4"), seconds=2, width=160, height=90, fps=FPS)
         for name in ("sh010", "sh020")
     }
-    summary = run_job(parse_spec(_job(tmp_path, clips, source)))
+    job = _job(tmp_path, clips, source)
+    job["shots"][1].update(frames="4-19", handles=2)  # delivered without its handles
+    job["output"]["include_handles"] = False
+    summary = run_job(parse_spec(job))
     assert summary.ok, summary.table()
     record = json.loads((tmp_path / "out" / ".recast-work" / "dailies" / "summary.json").read_text())
     shots = {s["name"]: s for s in record["shots"]}
@@ -113,7 +116,14 @@ def test_review_movie_playlist_and_contact_sheet(ray_local, tmp_path) -> None:
     assert [c.media_reference.target_url for c in clips_read] == [
         str(tmp_path / "review" / f"{name}_review.mp4") for name in ("sh010", "sh020")
     ]
-    assert all(c.media_reference.available_range.duration.value == 2 * FPS for c in clips_read)
+    assert [c.media_reference.available_range.duration.value for c in clips_read] == [2 * FPS, 16]
+
+    # A shot delivered without its handles: its delivered frames, burnt in with their own numbers.
+    windowed = str(tmp_path / "review" / "sh020_review.mp4")
+    assert probe(windowed).frame_count == 16 == shots["sh020"]["review"]["frames"]
+    stamp = FrameStamp(4, timecode_of(plate.timecode, 4, plate.frame_rate))
+    reference = draw_labels(blank, [stamp_label(look, stamp)], look.text)
+    assert np.abs(_region(_frames(windowed)[0], box) - _region(reference, box)).mean() < 12
 
 
 def test_an_exr_plate_review_is_shown_through_its_display_view(ray_local, tmp_path) -> None:
