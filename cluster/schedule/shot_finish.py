@@ -4,6 +4,7 @@ what its review media need (:mod:`cluster.publish.review`)."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,8 @@ from pipeline.store import storage
 
 if TYPE_CHECKING:
     from pipeline.qc.analyze import ShotQC
+
+logger = logging.getLogger(__name__)
 
 
 def measures_of(run: ShotRun) -> list[FaceMeasure]:
@@ -65,13 +68,16 @@ def review_job(run: ShotRun, spec: JobSpec, flags: Sequence[Flag]) -> ReviewJob 
     look = review_look(run, spec)
     if look is None or spec.output.review is None:
         return None
-    segments = [run.segments[c.index].passes[REVIEW_PASS] for c in run.shot.renders]
+    segments = [run.segments[c.index].passes.get(REVIEW_PASS) for c in run.shot.renders]
+    if not all(isinstance(s, VideoPass) for s in segments):  # a record from before (the key changed)
+        logger.warning("shot %s: a chunk has no review segment; no review movie", run.name)
+        return None
     movie = spec.output.review.movie_url(run.name, spec.job_id)
     window = run.shot.window
     return ReviewJob(
         shot=run.name,
         look=look,
-        segment_urls=[s.url for s in segments],
+        segment_urls=[s.url for s in segments if isinstance(s, VideoPass)],
         segment_sha256=[s.sha256 for s in segments if isinstance(s, VideoPass)],
         info=run.shot.info,
         source_url=run.shot.ref.url,
