@@ -19,6 +19,7 @@ import numpy as np
 
 from actors.batches import Rendered
 from actors.results import FrameFile
+from actors.review import ReviewSegment
 from pipeline.errors import RecastError
 from pipeline.stages import OrderedPool, StageTimes, run_stages
 from pipeline.video.chunking import Chunk
@@ -99,9 +100,11 @@ class PlateFrames:
         pass_urls: Mapping[str, str],
         batch_size: int,
         queue_batches: int,
+        review: ReviewSegment | None = None,
     ) -> WrittenFrames:
         """Render ``frames`` and write each one to ``output_url``'s frame name, and its matte and face
-        pass frames when asked (``pass_urls``: pass -> frame pattern)."""
+        pass frames when asked (``pass_urls``: pass -> frame pattern); ``review``: each frame also
+        to the chunk's review segment, in order."""
         import time
 
         from pipeline.plates.frames import PlateFrame, frame_compression, merge_back, write_plate
@@ -121,11 +124,16 @@ class PlateFrames:
             written = FrameFile(frame.pts, sha, size)
             return written, self._write_layers(frame, pixels, item.matte, layers, converter) if layers else {}
 
+        def put(item: Rendered) -> None:  # on the write stage's thread: frames in order
+            if review is not None:
+                review.write(item)
+            writer.submit(write, item)
+
         with OrderedPool[tuple[FrameFile, dict[str, FrameFile]]](self.threads) as writer:
             times = run_stages(
                 frames,
                 batches,
-                lambda item: writer.submit(write, item),
+                put,
                 batch_size=batch_size,
                 queue_batches=queue_batches,
             )

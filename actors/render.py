@@ -21,6 +21,7 @@ memory is a few batches of frames, whatever the length of the shot.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -32,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
-from pydantic import Field
 
 from actors.batches import BatchRenderer, IdentityCheck
 from actors.chunkframes import ChunkFrames
+from actors.config import RenderConfig
 from actors.consent import PictureEmbeddings
 from actors.marking import FrameMarker
 from actors.output import redact_actor_output
@@ -50,20 +51,17 @@ from actors.results import (
     SequencePass,
     analysis_stages,
 )
+from actors.review import REVIEW_PASS, PlateView, ReviewSegment, upload
 from actors.segments import ChunkSegments
-from pipeline.configbase import Frozen
 from pipeline.errors import RecastError, SpecError
-from pipeline.faces.config import FaceConfig, IdentitySource
+from pipeline.faces.config import FaceConfig
 from pipeline.faces.detectsize import DetectTiles
 from pipeline.faces.embedplan import EmbedSchedule
 from pipeline.geometry.types import Face, FaceTask
-from pipeline.limits import InputLimits
-from pipeline.models.runtime.settings import ExecutionConfig
-from pipeline.provenance.watermark import WatermarkConfig
-from pipeline.qc.config import QcConfig
+from pipeline.review.frames import ReviewLook
 from pipeline.stages import StageTimes, run_stages
 from pipeline.video.chunking import Chunk
-from pipeline.video.decoders import DecodeConfig, VideoDecoder
+from pipeline.video.decoders import VideoDecoder
 from pipeline.video.encode import EncoderChoice, EncodeSettings, choose_encoder
 from pipeline.video.probe import VideoInfo
 
@@ -72,37 +70,6 @@ if TYPE_CHECKING:
     from pipeline.video.decode import Frame
 
 logger = logging.getLogger(__name__)
-
-
-class RenderConfig(Frozen):
-    """Everything an actor needs to set itself up; identical for every actor of a job.
-
-    ``faces.batch_size`` is also the number of frames per batch between the stages.
-    """
-
-    pack_url: str = "builtin:default"
-    pack_cache_dir: str | None = None
-    execution: ExecutionConfig = ExecutionConfig()
-    identities: dict[str, IdentitySource] = Field(default_factory=dict)
-    faces: FaceConfig = FaceConfig()
-    queue_batches: int = Field(default=2, ge=1)
-    codec_threads: int = Field(default=0, ge=0)
-    """Decoder and encoder threads each; 0: the codecs' defaults (one per core).  The
-    driver sets CPU actors' to their CPU reservation so actors sharing a node don't
-    oversubscribe its cores."""
-    decode: DecodeConfig = DecodeConfig()  # PyAV or NVDEC (pipeline.video.decoders); the spec's ``decode``
-    watermark: WatermarkConfig | None = None
-    """When set, ``watermark_payload`` is marked invisibly in every replaced face's box."""
-    watermark_payload: int | None = None
-    review_label: bool = False
-    """Draw a visible "AI-altered" label on every frame (review copies)."""
-    passes: tuple[str, ...] = ()
-    """Compositing passes to write with each chunk (``output.passes``)."""
-    qc: QcConfig | None = None
-    """QC measures taken while rendering (None or disabled: none)."""
-    limits: InputLimits = InputLimits()  # identity pictures' file size and pixels (the spec's)
-    decode_cache_mb: int = Field(default=2048, ge=0)
-    """Decoded pictures kept from analyses for renders on this actor (:mod:`actors.chunkframes`); 0: off."""
 
 
 class RenderWorker(PictureEmbeddings):
@@ -265,15 +232,24 @@ class RenderWorker(PictureEmbeddings):
         encoder: EncoderChoice,
         segment_url: str,
         faces: FaceConfig | None = None,
+        review: ReviewLook | None = None,
     ) -> SegmentResult:
         """Render ``chunk`` with the planned tasks, encode it and upload it to ``segment_url``.
 
-        ``faces``: the shot's own render settings (None: the job's)."""
+        ``faces``: the shot's own render settings (None: the job's).  ``review``: also write the
+        chunk's review segment, laid out and burnt in so (:mod:`actors.review`)."""
         run = self._start(info, chunk, tasks_per_frame, faces)
         source, reused = self.frames.for_render(shot_url, info, chunk)
+        threads = self.config.codec_threads
         with tempfile.TemporaryDirectory(prefix="recast-seg-") as tmp:
+            path = os.path.join(tmp, "segment.review.mp4")
+            rev = (
+                None
+                if review is None
+                else ReviewSegment(path, info, chunk, review, tasks_per_frame, threads=threads)
+            )
             with ChunkSegments(
-                tmp, info, encoder, chunk, self.config.passes, threads=self.config.codec_threads
+                tmp, info, encoder, chunk, self.config.passes, threads=threads, review=rev
             ) as segments:
                 times: StageTimes = run_stages(
                     source,
@@ -321,22 +297,35 @@ class RenderWorker(PictureEmbeddings):
         faces: FaceConfig | None = None,
         compression: str | None = None,
         pass_urls: dict[str, str] | None = None,
+        review: tuple[ReviewLook, str] | None = None,
     ) -> SegmentResult:
         """Render ``chunk`` of an image sequence and write each frame whole to ``output_url``'s frame
-        name (:meth:`actors.plates.PlateFrames.render`); the result's ``frame_files`` lists them."""
+        name (:meth:`actors.plates.PlateFrames.render`); the result's ``frame_files`` lists them.
+
+        ``review``: (look, URL) of the chunk's review segment, through the plate's display/view."""
         run = self._start(info, chunk, tasks_per_frame, faces)
         pass_urls = pass_urls or {}
-        written = self.plates.render(
-            info,
-            chunk,
-            self.frames.decode(shot_url, info, chunk),
-            run.batches,
-            output_url=output_url,
-            compression=compression,
-            pass_urls=pass_urls,
-            batch_size=self.config.faces.batch_size,
-            queue_batches=self.config.queue_batches,
-        )
+        with tempfile.TemporaryDirectory(prefix="recast-review-") as tmp:
+            path = os.path.join(tmp, "segment.review.mp4")
+            with contextlib.ExitStack() as stack:
+                rev = None
+                if review is not None:
+                    pictures = PlateView(self.plates.converter(info))
+                    rev = ReviewSegment(path, info, chunk, review[0], tasks_per_frame, pictures=pictures)
+                    stack.enter_context(rev)
+                written = self.plates.render(
+                    info,
+                    chunk,
+                    self.frames.decode(shot_url, info, chunk),
+                    run.batches,
+                    output_url=output_url,
+                    compression=compression,
+                    pass_urls=pass_urls,
+                    batch_size=self.config.faces.batch_size,
+                    queue_batches=self.config.queue_batches,
+                    review=rev,
+                )
+            reviewed = {REVIEW_PASS: upload(path, review[1])} if review is not None else {}
         output = ChunkOutput(
             url=output_url,
             sha256=written.listing_sha256,
@@ -344,7 +333,8 @@ class RenderWorker(PictureEmbeddings):
             frames=len(written.frames),
             encoder="oiio",
             frame_files=written.frames,
-            passes={k: SequencePass(url=pass_urls[k], frames=v) for k, v in written.passes.items()},
+            passes={k: SequencePass(url=pass_urls[k], frames=v) for k, v in written.passes.items()}
+            | reviewed,
         )
         return self._result(run, output, written.stages, written.times)
 

@@ -1,4 +1,5 @@
-"""A video chunk's encoded segments: the output's, and one per compositing pass (ProRes 4444).
+"""A video chunk's encoded segments: the output's, one per compositing pass (ProRes 4444) and the
+review segment (H.264, :mod:`actors.review`) when the job makes review movies.
 
 Each segment is encoded to a local file, hashed, then uploaded whole to the job's work
 area; the driver merges every kind's segments like the output's.
@@ -16,10 +17,9 @@ from typing import Self
 
 from actors.batches import Rendered
 from actors.results import VideoPass
+from actors.review import REVIEW_PASS, ReviewSegment, review_segment_url, upload
 from pipeline.colour import ColourTags, written_tags
 from pipeline.passes.layers import video_pass_frames
-from pipeline.store import storage
-from pipeline.store.hashing import sha256_file
 from pipeline.video.chunking import Chunk
 from pipeline.video.decode import Frame
 from pipeline.video.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
@@ -65,6 +65,7 @@ class ChunkSegments:
         passes: Sequence[str],
         *,
         threads: int = 0,
+        review: ReviewSegment | None = None,
     ) -> None:
         self.folder = folder
         self.written = 0
@@ -82,6 +83,7 @@ class ChunkSegments:
                 self.pass_paths[name] = os.path.join(folder, f"segment.{name}.mov")
                 writer = SegmentWriter(self.pass_paths[name], deep, choice, chunk, threads=threads)
                 self.pass_writers[name] = self._stack.enter_context(writer)
+        self.review = self._stack.enter_context(review) if review is not None else None
 
     def write(self, item: Rendered) -> None:
         frame = item.frame
@@ -91,6 +93,8 @@ class ChunkSegments:
             layers = video_pass_frames(frame, item.pixels, item.matte)
             for name, writer in self.pass_writers.items():
                 writer.write(layers[name])
+        if self.review is not None:
+            self.review.write(item)
         self.written += 1
 
     def __enter__(self) -> Self:
@@ -103,17 +107,10 @@ class ChunkSegments:
 
     def upload(self, segment_url: str) -> UploadedSegments:
         """Upload every closed segment: the output's to ``segment_url``, each pass's next to it."""
-        sha256, size = _publish(self.path, segment_url)
-        passes = {}
-        for name, path in self.pass_paths.items():
-            url = pass_segment_url(segment_url, name)
-            digest, nbytes = _publish(path, url)
-            passes[name] = VideoPass(url=url, bytes=nbytes, sha256=digest)
-        return UploadedSegments(sha256=sha256, bytes=size, passes=passes)
-
-
-def _publish(path: str, url: str) -> tuple[str, int]:
-    """Upload the local file ``path`` to ``url``; its (sha256, size)."""
-    digest, size = sha256_file(path), os.path.getsize(path)
-    storage.publish_file(path, url)
-    return digest, size
+        output = upload(self.path, segment_url)
+        passes = {
+            name: upload(path, pass_segment_url(segment_url, name)) for name, path in self.pass_paths.items()
+        }
+        if self.review is not None:
+            passes[REVIEW_PASS] = upload(self.review.path, review_segment_url(segment_url))
+        return UploadedSegments(sha256=output.sha256, bytes=output.bytes, passes=passes)

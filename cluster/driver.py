@@ -49,6 +49,7 @@ from cluster.schedule.actor_config import render_config
 from cluster.schedule.job_loop import JobLoop
 from cluster.schedule.observer import JobObserver
 from cluster.schedule.pool import ActorPool, plan_pool, shared_storage_warnings
+from cluster.schedule.reviews import write_reviews
 from cluster.schedule.shot_run import ShotRun
 from cluster.spec.fixes import fix_records
 from cluster.spec.job import JobSpec
@@ -237,9 +238,10 @@ class JobRunner:
             loop.run()
             finished = True
         finally:
-            publisher.close()  # waits for the segment removals it still has queued
+            publisher.close()  # waits for the segment removals and review media it still has queued
             pool.kill_all()
             observer.progress.close()
+        write_reviews(prepared, observer, loop.reviews)
         if all(observer.shots[r.name].status == "published" for r in runs):
             lease.confirm()
             if not spec.output.keep_segments:

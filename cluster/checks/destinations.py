@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cluster.spec.job import JobSpec
+from cluster.spec.review import contact_url
 from cluster.spec.shot_refs import ShotRef
 from pipeline.errors import SpecError
 from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
@@ -98,13 +99,27 @@ def pass_urls_of(spec: JobSpec, ref: ShotRef) -> dict[str, str]:
     }
 
 
+def review_urls_of(spec: JobSpec, ref: ShotRef) -> tuple[str, str] | None:
+    """The shot's review movie and contact sheet (``output.review``; None: no review)."""
+    review = spec.output.review
+    if review is None:
+        return None
+    movie = review.movie_url(ref.name, spec.job_id)
+    return movie, contact_url(movie)
+
+
 def _published(spec: JobSpec, shots: list[ShotRef]) -> Iterator[tuple[str, str, str]]:
-    """(url, spec field, what it is) of every file the job publishes: each output and its passes."""
+    """(url, spec field, what it is) of every file the job publishes: each output, its passes and
+    its review media."""
     pass_field = "output.pass_url" if spec.output.pass_url is not None else "output.passes"
     for ref in shots:
         yield ref.output_url, ref.output_field, f"shot {ref.name}'s output"
         for name, url in pass_urls_of(spec, ref).items():
             yield url, pass_field, f"shot {ref.name}'s {name} pass"
+        review = review_urls_of(spec, ref)
+        if review is not None:
+            yield review[0], "output.review.url", f"shot {ref.name}'s review movie"
+            yield review[1], "output.review.url", f"shot {ref.name}'s contact sheet"
 
 
 def written_urls(spec: JobSpec, shots: list[ShotRef], work_url: str) -> list[tuple[str, str]]:
@@ -114,17 +129,28 @@ def written_urls(spec: JobSpec, shots: list[ShotRef], work_url: str) -> list[tup
     :func:`check_names` checks them before Ray."""
     out = [(url, field) for url, field, _ in _published(spec, shots)]
     out.append((work_url, "output.work_url" if spec.output.work_url is not None else "output.url"))
-    if spec.output.timeline_url is not None:
-        out.append((spec.output.timeline_url, "output.timeline_url"))
+    for url, field in _timelines(spec):
+        out.append((url, field))
     return out
+
+
+def _timelines(spec: JobSpec) -> list[tuple[str, str]]:
+    """The timelines the job writes once its shots are published, each with its spec field."""
+    out = spec.output
+    named = [
+        (out.timeline_url, "output.timeline_url"),
+        (out.review_timeline_url, "output.review_timeline_url"),
+    ]
+    return [(url, field) for url, field in named if url is not None]
 
 
 def destinations(spec: JobSpec, shots: list[ShotRef]) -> list[tuple[Place, str]]:
     """Every file the job publishes (outputs, passes, the cut written back), each with the spec field
     that names it."""
     out = [(Place.of(url, what), field) for url, field, what in _published(spec, shots)]
-    if spec.output.timeline_url is not None:
-        out.append((Place.of(spec.output.timeline_url, "the cut written back"), "output.timeline_url"))
+    for url, field in _timelines(spec):
+        what = "the cut written back" if field == "output.timeline_url" else "the review playlist"
+        out.append((Place.of(url, what), field))
     return out
 
 

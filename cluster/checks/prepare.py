@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cluster.checks.destinations import check_destinations, pass_urls_of
+from cluster.checks.destinations import check_destinations, pass_urls_of, review_urls_of
 from cluster.checks.provenance import audit_url, check_provenance
 from cluster.checks.trust import Authorisation, check_patterns, input_guard, pack_manifest_of
 from cluster.edit import EditPlan, check_timeline_output, with_edit_shots
@@ -202,6 +202,10 @@ def prepare_job(
     storage.check_writable(work_url)
     if spec.output.timeline_url is not None:
         storage.check_writable(_parent(spec.output.timeline_url))
+    for parent in sorted({_parent(url) for p in planned for url in review_urls_of(spec, p.ref) or ()}):
+        storage.check_writable(parent)
+    if spec.output.review_timeline_url is not None:
+        storage.check_writable(_parent(spec.output.review_timeline_url))
     if auth.audited:
         storage.check_writable(storage.join(audit_url(spec), "audit"))
     if claim is not None:

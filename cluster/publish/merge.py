@@ -222,8 +222,9 @@ class Publisher:
             ) from exc
         return replace(published, passes=done)
 
-    def submit_call(self, fn: Callable[..., Published], *args: Any) -> Future[Published]:
-        """Run another publishing step (e.g. :func:`cluster.publish.sequences.complete_sequence`) on these threads."""
+    def submit_call[T](self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Run another publishing step (e.g. :func:`cluster.publish.sequences.complete_sequence`, or
+        :func:`cluster.publish.review.publish_review`) on these threads."""
         return self._pool.submit(self._guarded, fn, *args)
 
     def remove_later(self, url: str) -> None:

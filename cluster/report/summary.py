@@ -56,6 +56,19 @@ class RerenderedChunk:
         return {"chunk": self.chunk, "frames": list(self.frames), "reasons": list(self.reasons)}
 
 
+@dataclass(frozen=True)
+class ReviewOutputs:
+    """A shot's review media (``output.review``): the movie, its contact sheet, the frames flagged in it."""
+
+    movie_url: str
+    contact_url: str
+    frames: int
+    flagged_frames: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass
 class ShotSummary:
     """The outcome of one shot."""
@@ -110,6 +123,8 @@ class ShotSummary:
     fixes_rerendered: list[RerenderedChunk] = field(default_factory=list)
     """Chunks rendered again because the shot's fixes on their frames changed (``summary.json`` has the
     key only when there are some)."""
+    review: ReviewOutputs | None = None
+    """With ``output.review``: the review media written (in summary.json only when set)."""
 
     @property
     def fps(self) -> float:
@@ -144,10 +159,12 @@ class ShotSummary:
         return {k: round(v, 4) for k, v in sorted(self.stage_seconds.items())}
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(dataclasses.replace(self, qc=None, watermark=None, fixes_rerendered=[]))
-        del out["fixes_rerendered"]
+        out = asdict(dataclasses.replace(self, qc=None, watermark=None, fixes_rerendered=[], review=None))
+        del out["fixes_rerendered"], out["review"]
         if self.fixes_rerendered:
             out["fixes_rerendered"] = [c.to_dict() for c in self.fixes_rerendered]
+        if self.review is not None:
+            out["review"] = self.review.to_dict()
         out["qc"] = self.qc.to_dict() if self.qc is not None else None
         out["watermark"] = self.watermark.to_dict() if self.watermark is not None else None
         out["fps"] = reported(self.fps)

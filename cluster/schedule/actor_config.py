@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actors.render import RenderConfig
+from actors.config import RenderConfig
 from cluster.checks.provenance import watermark_config
 from cluster.schedule.pool import PoolPlan, actor_execution_threads
 from cluster.spec.job import JobSpec

@@ -10,6 +10,7 @@ from cluster.schedule.work_queue import WorkItem
 from cluster.spec.job import JobSpec
 from cluster.state.manifest import RenderRecord
 from pipeline.geometry.types import FaceTask
+from pipeline.review.frames import ReviewLook
 from pipeline.video.chunking import Chunk
 from pipeline.video.encode import EncoderChoice
 
@@ -97,7 +98,9 @@ def analysis_item(run: ShotRun, chunk: Chunk) -> WorkItem:
     )
 
 
-def render_item(run: ShotRun, render: ChunkRender, segment_url: str, spec: JobSpec) -> WorkItem:
+def render_item(
+    run: ShotRun, render: ChunkRender, segment_url: str, spec: JobSpec, *, review_url: str | None = None
+) -> WorkItem:
     """The render of a planned chunk, preferably on the actor that analysed it (when idle)."""
     chunk = render.chunk
     return WorkItem(
@@ -107,8 +110,25 @@ def render_item(run: ShotRun, render: ChunkRender, segment_url: str, spec: JobSp
         kind="render",
         shot=run.name,
         chunk=chunk.index,
-        call=render_call(run, chunk, render.tasks, segment_url, spec.output.compression),
+        call=render_call(
+            run,
+            chunk,
+            render.tasks,
+            segment_url,
+            spec.output.compression,
+            review=review_look(run, spec),
+            review_url=review_url,
+        ),
     )
+
+
+def review_look(run: ShotRun, spec: JobSpec) -> ReviewLook | None:
+    """How the shot's review frames look (None: no review movie)."""
+    review = spec.output.review
+    if review is None:
+        return None
+    info = run.shot.info
+    return ReviewLook.of(run.name, info.width, info.height, review.layout, review.max_width)
 
 
 def analyze_call(run: ShotRun, chunk: Chunk) -> Any:
@@ -117,11 +137,21 @@ def analyze_call(run: ShotRun, chunk: Chunk) -> Any:
 
 
 def render_call(
-    run: ShotRun, chunk: Chunk, tasks: list[list[FaceTask]], segment_url: str, compression: str | None
+    run: ShotRun,
+    chunk: Chunk,
+    tasks: list[list[FaceTask]],
+    segment_url: str,
+    compression: str | None,
+    *,
+    review: ReviewLook | None = None,
+    review_url: str | None = None,
 ) -> Any:
+    """The render call of a chunk; ``review_url``: where an image sequence's review segment goes (a
+    video's goes beside its segment)."""
     url, info, encoder, faces = run.shot.ref.url, run.info_ref, run.encoder, run.shot.settings.faces
     if run.shot.is_sequence:
         passes = run.shot.pass_urls
+        plate_review = None if review is None or review_url is None else (review, review_url)
         return lambda actor: actor.render_frames.remote(
             url,
             info,
@@ -131,7 +161,8 @@ def render_call(
             faces=faces,
             compression=compression,
             pass_urls=passes,
+            review=plate_review,
         )
     return lambda actor: actor.render_chunk.remote(
-        url, info, chunk, tasks, encoder=encoder, segment_url=segment_url, faces=faces
+        url, info, chunk, tasks, encoder=encoder, segment_url=segment_url, faces=faces, review=review
     )

@@ -23,7 +23,9 @@ from actors.results import ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
 from cluster.checks.provenance import JobProvenance
 from cluster.publish.merge import Published, Publisher
+from cluster.publish.review import publish_review
 from cluster.publish.sequences import complete_sequence
+from cluster.report.summary import ReviewOutputs
 from cluster.schedule.calls import (
     analysis_item,
     render_item,
@@ -36,7 +38,7 @@ from cluster.schedule.dispatch import Dispatcher, Elasticity, Outcome
 from cluster.schedule.observer import JobObserver, ShotSource
 from cluster.schedule.planner import ShotPlanner, ShotRenders
 from cluster.schedule.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
-from cluster.schedule.shot_finish import finish_qc, measures_of, write_tracks
+from cluster.schedule.shot_finish import finish_qc, measures_of, review_job, write_tracks
 from cluster.schedule.shot_run import ChunkRender, ShotRun, log_progress
 from cluster.state.ledger import Ledger
 from pipeline.errors import ChecksumError, SpecError
@@ -80,6 +82,8 @@ class JobLoop:
         self.runs = runs
         self.by_name = {r.name: r for r in runs}
         self.merging: dict[str, Future[Published]] = {}
+        self.reviews: dict[str, Future[ReviewOutputs]] = {}
+        """Shot -> its review media being written (``output.review``), collected by the driver."""
         self.planner = ShotPlanner(prepared, ledger, embeddings)
         self.planning: dict[str, Future[ShotRenders]] = {}
         self.open_shots = len(runs)
@@ -281,7 +285,8 @@ class JobLoop:
 
     def _submit_render(self, run: ShotRun, render: ChunkRender) -> None:
         url = run.segment_url(self.prepared.work_url, render.chunk.index, render.key)
-        self.dispatcher.submit(render_item(run, render, url, self.spec))
+        review_url = run.review_segment_url(self.prepared.work_url, render.chunk.index, render.key)
+        self.dispatcher.submit(render_item(run, render, url, self.spec, review_url=review_url))
 
     def _render_again(self, run: ShotRun, url: str) -> bool:
         """A segment changed since it was committed (found at the merge): render its chunk again and merge
@@ -340,7 +345,8 @@ class JobLoop:
         pass_files = {name: p.sha256 for name, p in published.passes.items()}
         if "tracks" in run.shot.pass_urls:
             pass_files.update(write_tracks(run, run.shot.pass_urls["tracks"], measures))
-        self.observer.shot_qc(run.name, finish_qc(run, measures, self.spec.qc), self.spec.qc)
+        qc = finish_qc(run, measures, self.spec.qc)
+        self.observer.shot_qc(run.name, qc, self.spec.qc)
         # Recorded first: a driver killed after this point finds the output as its own on resume.
         self.ledger.shot_published(
             run.name,
@@ -369,8 +375,16 @@ class JobLoop:
             wall=time.perf_counter() - run.started_at,
         )
         # The output is published and recorded: its segments are no longer needed (the records stay).
-        if not run.shot.is_sequence and not self.spec.output.keep_segments:
-            self.publisher.remove_later(storage.join(self.prepared.work_url, "segments", run.name))
+        segments_url = storage.join(self.prepared.work_url, "segments", run.name)
+        # output.keep_segments: they stay for a resubmission with changed fixes to reuse.
+        keep = self.spec.output.keep_segments
+        review = review_job(run, self.spec, qc.flags if qc is not None else ())
+        if review is not None:  # it reads the (review) segments, and removes them when done
+            self.reviews[run.name] = self.publisher.submit_call(
+                publish_review, review, None if keep else segments_url
+            )
+        elif not run.shot.is_sequence and not keep:
+            self.publisher.remove_later(segments_url)
 
     def _fail(self, run: ShotRun, message: str) -> None:
         if not run.done:

@@ -30,7 +30,8 @@ from typing import Any
 
 import ray
 
-from actors.render import RenderActor, RenderConfig, RenderWorker
+from actors.config import RenderConfig
+from actors.render import RenderActor, RenderWorker
 from actors.results import ActorInfo
 from cluster.schedule.dispatch import unwrap
 from pipeline.errors import RecastError, SpecError

@@ -1,17 +1,28 @@
-"""What is done for a shot once its output is published: the tracks pass and QC's conclusions."""
+"""What is done for a shot once its output is published: the tracks pass, QC's conclusions and
+what its review media need (:mod:`cluster.publish.review`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from actors.results import VideoPass
+from actors.review import REVIEW_PASS
+from cluster.publish.review import ReviewJob
+from cluster.schedule.calls import review_look
 from cluster.schedule.shot_run import ShotRun
+from cluster.spec.job import JobSpec
+from cluster.spec.review import contact_url
 from pipeline.qc.config import QcConfig
-from pipeline.qc.records import FaceMeasure
+from pipeline.qc.records import FaceMeasure, Flag
 from pipeline.store import storage
 
 if TYPE_CHECKING:
     from pipeline.qc.analyze import ShotQC
+
+logger = logging.getLogger(__name__)
 
 
 def measures_of(run: ShotRun) -> list[FaceMeasure]:
@@ -50,3 +61,29 @@ def write_tracks(run: ShotRun, url: str, measures: list[FaceMeasure]) -> dict[st
         storage.write_bytes(target, chan([r for r in records if r.track == track], info.height))
         written[f"track{track}"] = target
     return written
+
+
+def review_job(run: ShotRun, spec: JobSpec, flags: Sequence[Flag]) -> ReviewJob | None:
+    """The shot's review media to write (None: no ``output.review``, or not made for this shot)."""
+    look = review_look(run, spec)
+    if look is None or spec.output.review is None:
+        return None
+    segments = [run.segments[c.index].passes.get(REVIEW_PASS) for c in run.shot.renders]
+    if not all(isinstance(s, VideoPass) for s in segments):  # a record from before (the key changed)
+        logger.warning("shot %s: a chunk has no review segment; no review movie", run.name)
+        return None
+    movie = spec.output.review.movie_url(run.name, spec.job_id)
+    window = run.shot.window
+    return ReviewJob(
+        shot=run.name,
+        look=look,
+        segment_urls=[s.url for s in segments if isinstance(s, VideoPass)],
+        segment_sha256=[s.sha256 for s in segments if isinstance(s, VideoPass)],
+        info=run.shot.info,
+        source_url=run.shot.ref.url,
+        output_url=run.shot.ref.output_url,
+        window=None if window.whole else window.delivered,
+        flags=tuple(flags),
+        movie_url=movie,
+        contact_url=contact_url(movie),
+    )

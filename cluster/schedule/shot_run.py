@@ -95,10 +95,21 @@ class ShotRun:
         name = f"{index:05d}-{key[:12]}.{self.encoder.container}"
         return storage.join(work_url, "segments", self.name, name)
 
+    def review_segment_url(self, work_url: str, index: int, key: str) -> str | None:
+        """Where an image sequence's chunk ``index`` writes its review segment (None: a video, whose
+        review segment goes beside its segment)."""
+        if not self.shot.is_sequence:
+            return None
+        return storage.join(work_url, "segments", self.name, f"{index:05d}-{key[:12]}.review.mp4")
+
     def segment_home(self, work_url: str) -> SegmentHome:
         """Where this shot's segments (and pass segments) are written: a record pointing elsewhere is ignored."""
         if self.shot.is_sequence:
-            return SegmentHome(frames_url=self.shot.ref.output_url, pass_urls=self.shot.pass_urls)
+            return SegmentHome(
+                frames_url=self.shot.ref.output_url,
+                pass_urls=self.shot.pass_urls,
+                folder=storage.join(work_url, "segments", self.name),  # review segments
+            )
         return SegmentHome(folder=storage.join(work_url, "segments", self.name))
 
 

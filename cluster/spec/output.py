@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
+from cluster.spec.review import ReviewSpec
 from cluster.spec.shot import check_media_url
 from pipeline.colour import OutputColour
 from pipeline.configbase import Frozen
@@ -81,6 +82,11 @@ class OutputSpec(Frozen):
     """With ``edit:``, the cut written back once every shot is published: the same tracks, clips,
     gaps, transitions and markers, each rendered clip pointing at its delivered output
     (``.otio``, ``.edl`` or ``.xml``, by extension); offline and skipped clips keep their media."""
+    review: ReviewSpec | None = None
+    """A review movie per shot, with burn-ins, and its contact sheet (see :mod:`pipeline.review`)."""
+    review_timeline_url: str | None = None
+    """With ``review``, an OpenTimelineIO playlist (``.otio``) of every shot's review movie in shot
+    order, written once the shots are published."""
 
     @field_validator("quality")
     @classmethod
@@ -117,6 +123,13 @@ class OutputSpec(Frozen):
             raise ValueError(f"{url!r}: the timeline's URL is written as given (no placeholders)")
         return url
 
+    @field_validator("review_timeline_url")
+    @classmethod
+    def _review_timeline(cls, url: str | None) -> str | None:
+        if url is not None and (extension_of(url) != ".otio" or "{" in url):
+            raise ValueError(f"must be an .otio file, written as given (no placeholders), got {url!r}")
+        return url
+
     @field_validator("url")
     @classmethod
     def _container(cls, url: str) -> str:
@@ -134,6 +147,8 @@ class OutputSpec(Frozen):
         problem = self.container_problem(self.url)
         if problem:
             raise ValueError(problem)
+        if self.review_timeline_url is not None and self.review is None:
+            raise FieldError("output.review_timeline_url", "needs output.review (the movies it lists)")
         problem = self.colour.range_problem(self.codec) if self.colour is not None else None
         if problem:
             raise FieldError("output.colour.range", problem)

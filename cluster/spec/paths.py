@@ -10,7 +10,7 @@ checks, the studio policy, storage) sees only that form.
 A field whose value cannot be a storage URL (a chained ``simplecache::`` URL, an
 unknown scheme) is a SpecError naming the field.  A field the job *writes*
 (``output.url``, ``output.work_url``, ``output.pass_url``, ``output.timeline_url``,
-``shots[i].output``)
+``output.review.url``, ``output.review_timeline_url``, ``shots[i].output``)
 is checked for ``..`` segments as written, before anything is normalised:
 ``out/../../escape/{shot}.mp4`` is refused, not collapsed into a place outside
 the folder it seems to name.
@@ -25,7 +25,15 @@ from typing import Any
 from pipeline.errors import InputRefused, SpecError
 from pipeline.store import urls
 
-WRITTEN_FIELDS = ("output.url", "output.work_url", "output.pass_url", "output.timeline_url", "shots[].output")
+WRITTEN_FIELDS = (
+    "output.url",
+    "output.work_url",
+    "output.pass_url",
+    "output.timeline_url",
+    "output.review.url",
+    "output.review_timeline_url",
+    "shots[].output",
+)
 """Fields naming where the job writes: ``..`` is refused in them as written."""
 READ_FIELDS = (
     "shots[].url",

@@ -151,6 +151,8 @@ class JobKeys:
         out = self.spec.output
         if out.passes:  # the chunk's pass segments or frames are part of what it produced
             parts["passes"] = [list(out.passes), out.pass_url]
+        if out.review is not None:  # the chunk's review segment
+            parts["review"] = [out.review.layout, out.review.max_width]
         if self.spec.qc.enabled:  # measures recorded with the chunk
             parts["qc"] = self.spec.qc.identity_every
         return RenderKey(digest(self._with_marks(parts)))

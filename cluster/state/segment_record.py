@@ -27,7 +27,8 @@ class SegmentHome:
     """Where the segments of one shot may be: a folder (video), or the output's own patterns (sequence)."""
 
     folder: str | None = None
-    """``<work_url>/segments/<shot>``: a video's segments and pass segments are files directly in it."""
+    """``<work_url>/segments/<shot>``: a video's segments and pass segments are files directly in it
+    (an image sequence's review segments too)."""
     frames_url: str | None = None
     """An image sequence's output pattern (its frames are written straight there)."""
     pass_urls: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -120,7 +121,8 @@ class RenderRecord:
             if self.segment_url != home.frames_url:
                 return self.segment_url
             for name, entry in self.passes.items():
-                if entry.url != home.pass_urls.get(name):
+                in_folder = home.folder is not None and is_file_in(entry.url, home.folder)
+                if entry.url != home.pass_urls.get(name) and not (isinstance(entry, VideoPass) and in_folder):
                     return entry.url
             return None
         if home.folder is None or self.frame_files:

@@ -209,6 +209,13 @@ def _with_policy(site: Path, spec: dict, *, inputs: list[str] | None = None) -> 
         (lambda s, site: s["output"].update(pass_url="rel/{shot}_{pass}"), "rel/plate_matte"),
         (lambda s, site: s["output"].update(work_url=f"local://{site}/work"), f"{'work'}"),
         (lambda s, site: s["output"].update(url=f"file:{site}/outok/../elsewhere/{{shot}}.mp4"), "'..'"),
+        (lambda s, site: s["output"].update(review={"url": f"{site}/dailies/{{shot}}.mp4"}), "dailies"),
+        (
+            lambda s, site: s["output"].update(
+                review={"url": f"{site}/outok/{{shot}}_review.mp4"}, review_timeline_url=f"{site}/all.otio"
+            ),
+            "all.otio",
+        ),
     ],
 )
 def test_passes_and_the_work_area_are_authorised_like_outputs(

@@ -1,0 +1,138 @@
+"""A shot's review media, once its output is published and its QC concluded: the review movie
+merged from the chunks' review segments with the QC flags burnt in, and the contact sheet.
+
+The actors burn in what they know while rendering (shot, frame, timecode, identity); the flags
+are decided by the driver only when the whole shot is rendered, so they are drawn here in a
+second pass over the merged movie, which is small (at most ``output.review.max_width`` wide).
+Review media are derived dailies: written again by every run (no ``if_exists``), each atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from cluster.report.summary import ReviewOutputs
+from pipeline.errors import RecastError
+from pipeline.qc.records import Flag
+from pipeline.review import contact
+from pipeline.review.frames import ReviewLook
+from pipeline.review.movie import burn_flags, flag_lines, review_info
+from pipeline.store import storage
+from pipeline.video.probe import VideoInfo
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewJob:
+    """What :func:`publish_review` needs of one shot: its review segments (in chunk order, with their
+    recorded sha256s), the source and output, the delivered frames, the flags and where to write."""
+
+    shot: str
+    look: ReviewLook
+    segment_urls: list[str]
+    segment_sha256: list[str]
+    info: VideoInfo
+    source_url: str
+    output_url: str
+    window: tuple[int, int] | None
+    flags: tuple[Flag, ...]
+    movie_url: str
+    contact_url: str
+
+    @property
+    def positions(self) -> range:
+        """Source positions of the review movie's frames."""
+        a, b = self.window if self.window is not None else (0, self.info.frame_count)
+        return range(a, b)
+
+    @property
+    def numbers(self) -> list[int]:
+        """Source frame numbers of the review movie's frames."""
+        return [self.info.frame_number(p) for p in self.positions]
+
+
+def publish_review(job: ReviewJob, remove_after: str | None = None) -> ReviewOutputs:
+    """Merge, burn in the flags, publish the movie; draw and publish the contact sheet.
+
+    ``remove_after``: the shot's segment folder, removed once the review no longer needs it
+    (whether the review was written or not)."""
+    from pipeline.video.merge import merge_segments
+
+    try:
+        numbers = job.numbers
+        with tempfile.TemporaryDirectory(prefix="recast-review-") as tmp:
+            merged, final = os.path.join(tmp, "merged.mp4"), os.path.join(tmp, "review.mp4")
+            stats = merge_segments(
+                job.segment_urls,
+                review_info(job.info, job.look.size),
+                merged,
+                audio_source_url=None,
+                window=job.window,
+                segment_sha256=job.segment_sha256,
+            )
+            flagged = len(flag_lines(job.flags, numbers))
+            if flagged:
+                frames = burn_flags(merged, final, numbers, job.flags)
+            else:  # nothing to burn in: the merged movie is the review movie
+                final, frames = merged, stats.frames
+            storage.publish_file(final, job.movie_url)
+        storage.write_bytes(job.contact_url, _contact(job))
+        return ReviewOutputs(job.movie_url, job.contact_url, frames=frames, flagged_frames=flagged)
+    finally:
+        if remove_after is not None:
+            try:
+                storage.remove(remove_after, recursive=True)
+            except RecastError as exc:
+                logger.warning("could not remove %s: %s", remove_after, exc)
+
+
+def _contact(job: ReviewJob) -> bytes:
+    """The contact sheet: each flag's worst frame before and after, or a few frames and a note."""
+    from pipeline.thumbnails import thumbnails
+
+    offset = job.positions.start
+    numbers = job.numbers
+    position = {n: p for p, n in zip(job.positions, numbers, strict=True)}
+    shown = [(f, n) for f, n in contact.flag_frames(job.flags) if n in position]
+    wanted = [position[n] for _, n in shown] if shown else [position[n] for n in contact.even_frames(numbers)]
+    thumbs = {
+        t.frame: t
+        for t in thumbnails(
+            job.source_url, job.output_url, job.info, wanted, contact.CELL_WIDTH, offset=offset
+        )
+    }
+    rows: list[contact.SheetRow] = []
+    if shown:
+        for flag, number in shown:
+            thumb = thumbs[position[number]]
+            rows.append(
+                contact.SheetRow(
+                    contact.flag_label(flag, number), _picture(thumb.before_jpeg), _picture(thumb.after_jpeg)
+                )
+            )
+    else:
+        for p in wanted:
+            rows.append(
+                contact.SheetRow(
+                    f"frame {job.info.frame_number(p)}",
+                    _picture(thumbs[p].before_jpeg),
+                    _picture(thumbs[p].after_jpeg),
+                )
+            )
+    return contact.contact_sheet(
+        f"{job.shot}: before | after", rows, note=None if shown else contact.NO_FLAGS
+    )
+
+
+def _picture(jpeg: bytes) -> np.ndarray:
+    bgr = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise RecastError("a thumbnail of the contact sheet could not be decoded")
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)

@@ -1,0 +1,48 @@
+"""``output.review``: a review movie per shot (H.264 dailies with burn-ins), and its contact sheet."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from pipeline.configbase import Frozen
+
+REVIEW_EXTENSION = ".mp4"
+CONTACT_SUFFIX = "_contact.png"
+
+
+class ReviewSpec(Frozen):
+    """A review movie per shot: plate and output with burn-ins, and a contact sheet beside it."""
+
+    url: str
+    """Each shot's review movie: a template with ``{shot}`` (and optionally ``{job_id}``) ending in
+    ``.mp4`` (H.264, Rec.709, 8-bit 4:2:0).  The contact sheet is written beside it as
+    ``<url without .mp4>_contact.png``."""
+    layout: Literal["side_by_side", "wipe", "after"] = "side_by_side"
+    """``side_by_side`` (plate on the left, output on the right), ``wipe`` (the left half of the plate,
+    the right half of the output, a thin line between) or ``after`` (the output alone)."""
+    max_width: int = Field(default=1920, ge=64, le=8192)
+    """The review movie's width at most, in pixels (the layout is scaled down to fit, never up)."""
+
+    @field_validator("url")
+    @classmethod
+    def _template(cls, url: str) -> str:
+        if not url.lower().endswith(REVIEW_EXTENSION):
+            raise ValueError(f"must end with {REVIEW_EXTENSION} (review movies are H.264 MP4), got {url!r}")
+        if "{shot}" not in url:
+            raise ValueError("needs a {shot} placeholder (one review movie per shot)")
+        unknown = set(re.findall(r"{([^}]*)}", url)) - {"shot", "job_id"}
+        if unknown:
+            raise ValueError(f"unknown placeholder(s) {sorted(unknown)}; use {{shot}} and {{job_id}}")
+        return url
+
+    def movie_url(self, shot: str, job_id: str) -> str:
+        """Shot ``shot``'s review movie."""
+        return self.url.replace("{job_id}", job_id).replace("{shot}", shot)
+
+
+def contact_url(movie_url: str) -> str:
+    """The contact sheet beside the review movie ``movie_url``."""
+    return movie_url[: -len(REVIEW_EXTENSION)] + CONTACT_SUFFIX
