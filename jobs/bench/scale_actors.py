@@ -114,7 +114,9 @@ class SimulatedHostWorker:
         encoder: Any,
         segment_url: str,
         faces: Any = None,
+        review: Any = None,
     ) -> SegmentResult:
+        """The real actor's ``render_chunk`` signature (``faces``, ``review``: unused by the simulation)."""
         async with self.busy.setdefault(slot, asyncio.Lock()):
             start = time.time()
             await asyncio.sleep(self.work.render_seconds)
