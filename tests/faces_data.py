@@ -191,3 +191,71 @@ def multi_face_clip(n_frames: int = 40) -> PixelClip:
         face_height=90,
         people=(0, 2, 3),
     )
+
+
+HAND_SKIN = (196, 150, 120)
+"""A hand's colour (that of :func:`jobs.demo_media.challenge_frame`'s occluder)."""
+
+
+def draw_hand(frame: np.ndarray, centre_x: float, top: int, half_width: int = 42) -> np.ndarray:
+    """``frame`` with a hand raised from the bottom edge up to ``top``: a skin-toned palm with the
+    darker gaps of four fingers in its upper third, ``2 * half_width`` wide around ``centre_x``."""
+    out = frame.copy()
+    height, width = out.shape[:2]
+    x0, x1 = max(0, int(centre_x) - half_width), min(width, int(centre_x) + half_width)
+    if top >= height or x1 <= x0:
+        return out
+    out[top:, x0:x1] = HAND_SKIN
+    fingers = top + (height - top) // 3
+    for k in range(1, 4):
+        gap = x0 + k * (x1 - x0) // 4
+        out[top:fingers, max(0, gap - 1) : gap + 1] = (120, 80, 60)
+    return out
+
+
+@dataclass
+class CrossingHandClip:
+    """Two real faces that cross, and a hand raised over the first one after they crossed."""
+
+    frames: list[np.ndarray]
+    plain: list[np.ndarray]
+    """The same frames without the hand."""
+    centres: list[tuple[tuple[float, float], tuple[float, float]]]
+    """Per frame: the centres of the first face (the astronaut) and the second (a face of t1.jpg)."""
+    hand: dict[int, int]
+    """Frame -> the hand's top edge (rows), on the frames it is raised."""
+
+
+def crossing_hand_clip(n_frames: int = 36) -> CrossingHandClip:
+    """Thirds of ``n_frames``: the two faces apart (the astronaut left, the other right), crossing
+    (the second in front), apart again; in the last third a hand rises over the astronaut's face (up
+    to its brow), stays, and goes down again before the end."""
+    third = n_frames / 3.0
+
+    def ramp(t: int) -> float:
+        u = float(np.clip((t - third + 0.5) / third, 0.0, 1.0))
+        return u * u * (3.0 - 2.0 * u)
+
+    def a(t: int) -> tuple[float, float]:
+        return (75.0 + 170.0 * ramp(t) + 2.0 * np.sin(t / 3.0), 118.0)
+
+    def b(t: int) -> tuple[float, float]:
+        return (245.0 - 170.0 * ramp(t) - 2.0 * np.sin(t / 3.0), 124.0)
+
+    clip = render_clip([a, b], n_frames, people=(0, 1))
+    start = int(2 * third) + 1
+    tops = [170, 100, 100, 100, 100, 100, 150]
+    hand = {start + k: top for k, top in enumerate(tops) if start + k < n_frames - 3}
+    frames = [draw_hand(f, a(t)[0], hand[t]) if t in hand else f for t, f in enumerate(clip.frames)]
+    return CrossingHandClip(frames, clip.frames, [(a(t), b(t)) for t in range(n_frames)], hand)
+
+
+def face_picture(person: int) -> np.ndarray:
+    """One person's head (:func:`face_patches`) in the middle of a plain 320x320 picture: a source
+    identity's image with a single face."""
+    patch = face_patches()[person]
+    out = np.full((320, 320, 3), 128, np.uint8)
+    h, w = patch.shape[:2]
+    y0, x0 = (320 - h) // 2, (320 - w) // 2
+    out[y0 : y0 + h, x0 : x0 + w] = patch
+    return out

@@ -5,7 +5,8 @@ a render can make, and the easiest to miss in a 10,000-frame shot.  Each frame
 of a replaced face is one of:
 
 - ``replaced``: detected and given a task;
-- ``bridged``: not detected, but the plan interpolated a task over the gap;
+- ``bridged``: not detected, but the plan interpolated a task over the gap, or a fix's box
+  (``fixes: - box:``) covers where the face is;
 - ``hidden``: neither, and the face's interpolated box is behind another detected
   face (the plan leaves it on purpose: nothing of it shows);
 - ``unreplaced``: no task, so the plate's face shows if the face is there.
@@ -95,16 +96,28 @@ def _interpolated_box(dets: dict[int, Face], i: int) -> np.ndarray | None:
     return (1.0 - w) * np.asarray(dets[a].box, np.float64) + w * np.asarray(dets[b].box, np.float64)
 
 
-def _covered(box: np.ndarray, faces: Sequence[Face], min_overlap: float) -> bool:
+def _covered(box: np.ndarray, boxes: Sequence[np.ndarray], min_overlap: float) -> bool:
     area = max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
     if area <= 0:
         return True
-    for face in faces:
-        ix = min(box[2], float(face.box[2])) - max(box[0], float(face.box[0]))
-        iy = min(box[3], float(face.box[3])) - max(box[1], float(face.box[1]))
+    for other in boxes:
+        ix = min(box[2], float(other[2])) - max(box[0], float(other[0]))
+        iy = min(box[3], float(other[3])) - max(box[1], float(other[1]))
         if ix > 0 and iy > 0 and ix * iy / area >= min_overlap:
             return True
     return False
+
+
+def _boxed(plan: ShotFacePlan, dets: dict[int, Face], i: int, min_overlap: float) -> bool:
+    """Whether a fix's box renders a face over this face on analysed frame ``i`` (its detected box
+    there, else the one interpolated across the gap)."""
+    boxes = [t for t in plan.tasks[i] if t.extra.get("fix_box")]
+    if not boxes:
+        return False
+    face = np.asarray(dets[i].box, np.float64) if i in dets else _interpolated_box(dets, i)
+    if face is None:
+        return False
+    return _covered(face, [np.asarray(t.box, np.float64) for t in boxes], min_overlap)
 
 
 def coverage(plan: ShotFacePlan, tracks: ShotTracks, config: QcConfig) -> Coverage:
@@ -129,12 +142,14 @@ def coverage(plan: ShotFacePlan, tracks: ShotTracks, config: QcConfig) -> Covera
             task = next((tid for tid in chain if i in tracks.tasks.get(tid, {})), None)
             if task is not None:
                 state = "replaced" if i in tracks.detections.get(task, {}) else "bridged"
+            elif _boxed(plan, dets, i, config.hidden_overlap):
+                state = "replaced" if i in dets else "bridged"
             elif i in dets:
                 state = "unreplaced"
                 unreplaced[i] = True
             else:
                 box = _interpolated_box(dets, i)
-                others = [f for f in tracks.others[i].values() if id(f) not in chain_faces]
+                others = [f.box for f in tracks.others[i].values() if id(f) not in chain_faces]
                 if box is not None and _covered(box, others, config.hidden_overlap):
                     state = "hidden"
                 else:

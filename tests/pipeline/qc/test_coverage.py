@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.faces.config import SelectionConfig
 from pipeline.qc.config import QcConfig
+from pipeline.tracking.fixes import AddBox, FixSpan, apply_fixes
 from pipeline.tracking.tracker import TrackingConfig
 from tests.pipeline.qc.shots import FIRST_NUMBER, N, detect, numbers_of, occluded_frames, qc, track_and_plan
 
@@ -59,6 +60,25 @@ def test_a_bridged_gap_is_not_unreplaced(occluded) -> None:
     result = qc(shot, selection=ALL)
     assert result.counts["unreplaced"] == 0
     assert [t for t in range(N) if result.series.coverage["bridged"][t]] == vanished
+
+
+def test_a_fix_box_over_the_lost_face_replaces_it(occluded) -> None:
+    """A ``box`` fix drawn where the detector lost the face renders it: no longer unreplaced."""
+    faces, vanished = occluded
+    shot = track_and_plan(faces, ALL, tracking=TrackingConfig(max_gap_frames=0))
+    a, b = vanished[0] - 1, vanished[-1] + 1
+    keys = {a: tuple(faces[a][0].box.tolist()), b: tuple(faces[b][0].box.tolist())}
+    span = FixSpan(name="shots[0].fixes[0]", label="fix 0", start=vanished[0], end=b)
+    fixed = apply_fixes(shot.plan, [AddBox(span=span, keys=keys, identity="anna")])
+    result = qc(shot, selection=ALL, plan=fixed)
+    assert result.counts["unreplaced"] == 0
+    assert [t for t in range(N) if result.series.coverage["bridged"][t]] == vanished
+    # A box elsewhere (not over the face) leaves the face unreplaced.
+    away = {a: (0.0, 0.0, 20.0, 20.0)}
+    elsewhere = apply_fixes(shot.plan, [AddBox(span=span, keys=away, identity="anna")])
+    assert numbers_of(qc(shot, selection=ALL, plan=elsewhere).flags, "unreplaced") == [
+        FIRST_NUMBER + t for t in vanished
+    ]
 
 
 def test_an_untouched_face_is_not_coverage(occluded) -> None:
