@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from cluster.spec.fixes import IdentityFix, KeepPlateFix
-from cluster.spec.fixes_file import load_spec_with_fixes
+from cluster.spec.fixes_file import FixesFile, load_spec_with_fixes, merge_fixes
 from jobs.render import EXIT_BAD_INPUT
+from pipeline.errors import SpecError
 from tests.faultjobs import job_spec, make_media
 from tests.jobs.refusals import assert_untouched, run_main, snapshot
 
@@ -78,3 +79,18 @@ def test_a_fixes_file_of_another_form_is_refused(media, dest, tmp_path, capsys, 
     assert run_main(tmp_path, spec, "--fixes", str(path)) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert str(path) in err and "'shot'" in err, err
+
+
+def test_a_clip_of_the_cut_gets_a_name_only_entry_and_errors_name_the_file() -> None:
+    """With ``edit:``, a name no ``shots:`` entry has is a clip of the cut (checked when the cut is read);
+    only the merged fixes' errors are renamed, ``fixes[1]`` never taken for ``fixes[10]``."""
+    fix = {"frames": "1-2", "track": 0, "action": "keep_plate"}
+    data = {"edit": {"url": "cut.otio"}, "shots": [{"url": "a/sc010.mp4", "fixes": [fix] * 10}]}
+    files = [FixesFile("n.yaml", "sc020", (fix,)), FixesFile("m.yaml", "sc010", (fix, fix))]
+    merged_data, merged = merge_fixes(data, files)
+    assert merged_data["shots"][1] == {"name": "sc020", "fixes": [fix]}
+    assert len(merged_data["shots"][0]["fixes"]) == 12 and len(data["shots"][0]["fixes"]) == 10
+    renamed = merged.rename(SpecError("shots[0].fixes[11].frames", "bad"))
+    assert (renamed.field, renamed.reason) == ("m.yaml (shot sc010, fixes[1])", "bad")
+    assert merged.rename(SpecError("shots[0].fixes[1]", "own")).field == "shots[0].fixes[1]"
+    assert merged.rename(SpecError("shots[1].fixes[0]", "x")).field == "n.yaml (shot sc020, fixes[0])"
