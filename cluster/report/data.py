@@ -80,6 +80,9 @@ class NoteChoices:
 
     identities: tuple[str, ...] = ()
     frame_sizes: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    rotations: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Shot -> its display rotation in degrees (``VideoInfo.rotation``): its thumbnails are shown turned,
+    a box drawn on one is turned back to the plate's stored pixels."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,8 @@ class ShotReport:
     review: list[ReviewRow]
     frame_size: tuple[int, int] | None = None
     """The plate's frame size in pixels (None: not known, no box can be drawn on its thumbnails)."""
+    rotation: int = 0
+    """The plate's display rotation in degrees (its thumbnails are shown turned by it)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -178,6 +183,7 @@ def report_data(
                 thumbnails=thumbnails,
                 review=review_rows(shot.qc, thumbnails),
                 frame_size=notes.frame_sizes.get(shot.name),
+                rotation=int(notes.rotations.get(shot.name, 0)),
             )
         )
     stages = dict(stage_seconds) if stage_seconds is not None else _total_stages(summary.shots)

@@ -53,6 +53,15 @@ SCRIPT = r"""
     const a = parseInt(m[1], 10), b = m[2] === undefined ? a : parseInt(m[2], 10);
     return b < a ? null : [a, b];
   };
+  // A point of a picture (CSS pixels from its corner) in the plate's stored pixels: the picture is the
+  // frame shown turned data-turns quarter turns counter-clockwise (np.rot90), scaled to its box.
+  const plate = (img, point) => {
+    const w = Number(img.dataset.w), h = Number(img.dataset.h), turns = Number(img.dataset.turns || 0);
+    const r = img.getBoundingClientRect(), odd = turns % 2 === 1;
+    const u = point[0] * (odd ? h : w) / r.width, v = point[1] * (odd ? w : h) / r.height;
+    const turned = [[u, v], [w - v, u], [w - u, h - v], [v, h - u]][turns];
+    return turned.map(Math.round);
+  };
   document.querySelectorAll('form.notes').forEach(form => {
     const card = form.closest('.card'), shot = card.dataset.shot, fixes = [];
     const field = name => form.elements.namedItem(name);
@@ -78,11 +87,10 @@ SCRIPT = r"""
       pick.addEventListener('mousemove', e => { if (start) draw(start, at(e)); });
       pick.addEventListener('mouseup', e => {
         if (!start) return;
-        const end = at(e), r = img.getBoundingClientRect();
-        const sx = Number(img.dataset.w) / r.width, sy = Number(img.dataset.h) / r.height;
-        const x0 = Math.round(Math.min(start[0], end[0]) * sx), x1 = Math.round(Math.max(start[0], end[0]) * sx);
-        const y0 = Math.round(Math.min(start[1], end[1]) * sy), y1 = Math.round(Math.max(start[1], end[1]) * sy);
+        const corners = [plate(img, start), plate(img, at(e))];
         start = null;
+        const xs = corners.map(c => c[0]), ys = corners.map(c => c[1]);
+        const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
         if (x1 <= x0 || y1 <= y0) return;
         const frame = Number(img.dataset.frame);
         box[frame] = [x0, y0, x1, y1];

@@ -86,7 +86,7 @@ def _shot_card(index: int, shot: ShotReport, thumbs: Mapping[int, Thumb], identi
     )
     rows = shot.review
     table = (
-        _review_table(name, rows, _Pictures(thumbs, qc, shot.frame_size))
+        _review_table(name, rows, _Pictures(thumbs, qc, shot.frame_size, shot.rotation))
         if rows
         else '<div class="meta">No frames to review.</div>'
     )
@@ -106,11 +106,13 @@ def _shot_card(index: int, shot: ShotReport, thumbs: Mapping[int, Thumb], identi
 @dataclass(frozen=True)
 class _Pictures:
     """A shot's thumbnails by source position, with what a box drawn on one needs: its frame number
-    (``qc.series.numbers``) and the plate's frame size."""
+    (``qc.series.numbers``), the plate's frame size and its display rotation (degrees, as
+    :func:`pipeline.thumbnails.jpeg` turns the pictures)."""
 
     thumbs: Mapping[int, Thumb]
     qc: ShotQC
     frame_size: tuple[int, int] | None
+    rotation: int = 0
 
     def before(self, name: str, thumb: Thumb) -> str:
         img = f'<img src="{_data_uri(thumb.before_jpeg)}" alt="{_e(name)} position {thumb.frame} source"'
@@ -120,6 +122,7 @@ class _Pictures:
         width, height = self.frame_size
         return (
             f'<span class="pick">{img} data-frame="{int(numbers[i])}" data-w="{width}" data-h="{height}" '
+            f'data-turns="{round(self.rotation / 90) % 4}" '
             'draggable="false"><span class="sel"></span></span>'
         )
 

@@ -76,6 +76,7 @@ class JobObserver:
         self.note_choices = NoteChoices(
             identities=tuple(prepared.spec.identities),
             frame_sizes={p.ref.name: (p.info.width, p.info.height) for p in prepared.planned},
+            rotations={p.ref.name: p.info.rotation for p in prepared.planned},
         )
         """What the report's notes offer: the job's identities, each shot's frame size (a drawn box's scale)."""
         self.report_seconds: list[float] = []
@@ -106,6 +107,7 @@ class JobObserver:
                     output_bytes=int(reused.record.get("output_fingerprint", {}).get("size", 0)),
                     output_sha256=reused.record.get("output_sha256"),
                     reused=True,
+                    fixes=fix_marks(ref.settings.fixes) if ref.settings is not None else [],
                 )
             )
             logger.info("shot %s: %s was published by an earlier run; kept", ref.name, ref.output_url)

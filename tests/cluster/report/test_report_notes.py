@@ -71,7 +71,17 @@ def _spec(source: str, out: Path) -> dict:
     }
 
 
-def test_notes_are_written_as_fixes_and_downloaded(clip: tuple[str, str, VideoInfo], tmp_path: Path) -> None:
+# The box dragged from a quarter to three quarters across and a quarter to a half down the picture, in the
+# plate's stored pixels as fractions of its width and height: as it is, and for a plate shown turned 90
+# degrees counter-clockwise (across its picture is up the plate; the picture here is not turned itself, only
+# the geometry counts: fractions of the picture's box).
+BOXES = {0: (0.25, 0.25, 0.75, 0.5), 90: (0.5, 0.25, 0.75, 0.75)}
+
+
+@pytest.mark.parametrize("rotation", sorted(BOXES))
+def test_notes_are_written_as_fixes_and_downloaded(
+    clip: tuple[str, str, VideoInfo], tmp_path: Path, rotation: int
+) -> None:
     source, output, info = clip
     spec = parse_spec(_spec(source, tmp_path))
     summary = _summary(output)
@@ -80,7 +90,11 @@ def test_notes_are_written_as_fixes_and_downloaded(clip: tuple[str, str, VideoIn
     shot.fixes = fix_marks(spec.shots[0].fixes)
     shot.fixes_rerendered = [RerenderedChunk(0, (0, 11), ("fix 0 (frames 0-2, track 0) changed",))]
     thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(_plan(info, BOUNDS)))}
-    notes = NoteChoices(identities=("anna", "bob"), frame_sizes={"sc010": (info.width, info.height)})
+    notes = NoteChoices(
+        identities=("anna", "bob"),
+        frame_sizes={"sc010": (info.width, info.height)},
+        rotations={"sc010": rotation},
+    )
     report, page = build_report(summary, thumbs=thumbs, timeline=TIMELINE, notes=notes)
     assert report["identities"] == ["anna", "bob"]
     assert report["shots"][0]["frame_size"] == [info.width, info.height]
@@ -113,14 +127,14 @@ def test_notes_are_written_as_fixes_and_downloaded(clip: tuple[str, str, VideoIn
     assert [p.name for p in check.downloads] == ["sc010_fixes.yaml"]
     text = check.downloads[0].read_text()
     assert text == got["yaml"]
-    # The box: a quarter to three quarters across, a quarter to a half down, in the plate's pixels.
     width, height, frame = got["picture"]
     assert frame == "23" and 0 < width < info.width
     loaded = yaml.safe_load(text)
     box = loaded["fixes"][1].pop("box")
     assert list(box) == [23]
-    step = max(info.width / width, info.height / height) + 1  # a CSS pixel of the picture, in plate pixels
-    expected = (0.25 * info.width, 0.25 * info.height, 0.75 * info.width, 0.5 * info.height)
+    step = max(info.width, info.height) / min(width, height) + 1  # a CSS pixel of the picture, in the plate's
+    fx0, fy0, fx1, fy1 = BOXES[rotation]
+    expected = (fx0 * info.width, fy0 * info.height, fx1 * info.width, fy1 * info.height)
     assert all(abs(a - b) <= step for a, b in zip(box[23], expected, strict=True)), box
     assert loaded == {
         "shot": "sc010",
