@@ -14,6 +14,9 @@ Resubmitting the same spec resumes: the job's manifest (``<work area>/manifest``
 records every committed chunk, and only unfinished work is done again
 (``--resume`` insists on a manifest; ``--fresh`` ignores it).
 
+``--fixes FILE`` (again for more shots) adds a shot's fixes, as the report's "Frames to
+review" downloads them (:mod:`cluster.spec.fixes_file`), to the spec before it is checked.
+
 Everything that can be checked without Ray (spec, sources, model pack,
 adapters, identity pictures, outputs, work area) is checked before Ray starts.
 
@@ -68,6 +71,14 @@ def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> in
         action="store_true",
         help="take the work area's lease even if another driver holds it (only when that driver is gone)",
     )
+    parser.add_argument(
+        "--fixes",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a shot's fixes, as the report's notes download them ({shot: NAME, fixes: [...]}), "
+        "added to that shot's fixes: before the spec is checked (may be given again)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
@@ -82,12 +93,12 @@ def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> in
 
     from cluster.driver import JobRunner
     from cluster.lease.acquire import LeaseLost
-    from cluster.spec.job import load_spec
-    from pipeline.errors import RecastError
+    from cluster.spec.fixes_file import load_spec_with_fixes
+    from pipeline.errors import RecastError, SpecError
     from pipeline.provenance.policy import PolicyError
 
     try:
-        spec = load_spec(args.spec)
+        spec, merged = load_spec_with_fixes(args.spec, args.fixes)
     except RecastError as exc:
         print(f"recast: bad job spec: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -100,6 +111,8 @@ def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> in
 
     def refused(exc: RecastError) -> int:
         # A policy refusal (before Ray, or the faces checked on a warm actor) reads as one.
+        if isinstance(exc, SpecError):
+            exc = merged.rename(exc)  # a --fixes file's fix named by its file and shot
         what = "refused by the studio policy" if isinstance(exc, PolicyError) else "not started"
         print(f"recast: job {spec.job_id} {what}: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT

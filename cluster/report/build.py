@@ -12,13 +12,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cluster.report.data import actor_busy_ratios, report_data
+from cluster.report.data import NoteChoices, actor_busy_ratios, report_data
 from cluster.report.html import render_html
 from cluster.report.summary import JobSummary
 from pipeline.store import storage
 from pipeline.thumbnails import Thumb
 
-__all__ = ["actor_busy_ratios", "build_report", "write_report"]
+__all__ = ["NoteChoices", "actor_busy_ratios", "build_report", "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ def build_report(
     retries: Mapping[str, int] | None = None,
     running: bool = False,
     generated_at: dt.datetime | None = None,
+    notes: NoteChoices | None = None,
 ) -> tuple[dict[str, Any], str]:
     """Return ``(report_json, html)`` for a job (see :func:`cluster.report.data.report_data`).
 
@@ -45,6 +46,7 @@ def build_report(
         retries=retries,
         running=running,
         generated_at=generated_at,
+        notes=notes,
     )
     return report.to_dict(), render_html(report, thumbs)
 

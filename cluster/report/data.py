@@ -74,6 +74,18 @@ class ReviewRow:
 
 
 @dataclass(frozen=True)
+class NoteChoices:
+    """What the review section's notes offer: the job's identities (another identity for a track), and
+    each shot's frame size in pixels (width, height), which scales a box drawn on a thumbnail to the plate."""
+
+    identities: tuple[str, ...] = ()
+    frame_sizes: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    rotations: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Shot -> its display rotation in degrees (``VideoInfo.rotation``): its thumbnails are shown turned,
+    a box drawn on one is turned back to the plate's stored pixels."""
+
+
+@dataclass(frozen=True)
 class ShotReport:
     """A shot in the report: its summary and what the report adds to it."""
 
@@ -83,6 +95,10 @@ class ShotReport:
     thumbnails: list[int]
     """Source positions of the shot's before/after thumbnails."""
     review: list[ReviewRow]
+    frame_size: tuple[int, int] | None = None
+    """The plate's frame size in pixels (None: not known, no box can be drawn on its thumbnails)."""
+    rotation: int = 0
+    """The plate's display rotation in degrees (its thumbnails are shown turned by it)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,7 +107,7 @@ class ShotReport:
             "warnings": self.warnings,
             "thumbnails": self.thumbnails,
             "review": [r.to_dict() for r in self.review],
-        }
+        } | ({"frame_size": list(self.frame_size)} if self.frame_size is not None else {})
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,8 @@ class JobReport:
     retries: int
     shots: list[ShotReport]
     timeline: list[TimelineEntry]
+    identities: tuple[str, ...] = ()
+    """The job's identities: the choices of a note's "another identity"."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -118,7 +136,7 @@ class JobReport:
             "retries": self.retries,
             "shots": [s.to_dict() for s in self.shots],
             "timeline": [e.to_dict() for e in self.timeline],
-        }
+        } | ({"identities": list(self.identities)} if self.identities else {})
 
 
 def report_data(
@@ -130,14 +148,17 @@ def report_data(
     retries: Mapping[str, int] | None = None,
     running: bool = False,
     generated_at: dt.datetime | None = None,
+    notes: NoteChoices | None = None,
 ) -> JobReport:
     """The report of a job (``report.json`` is its ``to_dict()``).
 
     ``thumbs`` maps shot name to its thumbnails; ``timeline`` holds the driver's entries
     (:meth:`TimelineEntry.of`); ``stage_seconds`` overrides the job-wide stage totals (by
     default the shots' top-level stages summed); ``retries`` counts retried work items per
-    shot; ``running`` marks an interim report (the page then reloads itself).
+    shot; ``running`` marks an interim report (the page then reloads itself); ``notes``: what the review
+    section's notes offer (:class:`NoteChoices`).
     """
+    notes = notes or NoteChoices()
     given = set(retries or {})
     retries = dict(retries or {})
     when = (generated_at or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
@@ -161,6 +182,8 @@ def report_data(
                 warnings=_shot_warnings(shot, shot_retries, failed.get(shot.name, []), cpu_fallback),
                 thumbnails=thumbnails,
                 review=review_rows(shot.qc, thumbnails),
+                frame_size=notes.frame_sizes.get(shot.name),
+                rotation=int(notes.rotations.get(shot.name, 0)),
             )
         )
     stages = dict(stage_seconds) if stage_seconds is not None else _total_stages(summary.shots)
@@ -172,6 +195,7 @@ def report_data(
         retries=sum(s.retries for s in shots),
         shots=shots,
         timeline=entries,
+        identities=tuple(notes.identities),
     )
 
 

@@ -1,9 +1,9 @@
 """The job report as one self-contained page (``report.html``).
 
 The HTML needs nothing but itself: inline CSS, images as ``data:`` URIs, charts
-as inline SVG, no script; a Content-Security-Policy forbids anything else, so a
-page that tried to load a URL would show a console error (the tests look for
-them in a real browser).  It is meant to be read at a glance by a producer: a
+as inline SVG, one inline script (the review section's notes, :mod:`cluster.report.notes`);
+a Content-Security-Policy forbids anything else, so a page that tried to load a URL
+would show a console error (the tests look for them in a real browser).  It is meant to be read at a glance by a producer: a
 status banner and the warnings come first, then one row per shot, the charts,
 and the pictures.
 """
@@ -17,9 +17,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cluster.report.data import CPU_PROVIDER, JobReport, ShotReport, TimelineEntry, busy_ratios
+from cluster.report.notes import CSS as NOTES_CSS
+from cluster.report.notes import SCRIPT as NOTES_SCRIPT
 from cluster.report.provenance import provenance_section
 from cluster.report.qc import CSS as QC_CSS
-from cluster.report.qc import qc_sections
+from cluster.report.qc import has_review, qc_sections
 from cluster.report.summary import JobSummary, reported
 from pipeline.thumbnails import Thumb
 
@@ -40,10 +42,10 @@ STAGE_COLOURS = (
     "#86bcb6",
     "#d37295",
 )
-# The page may use only itself: inline styles, data: images; no script, no network.
+# The page may use only itself: inline styles and script, data: images; no network.
 CSP_META = (
     '<meta http-equiv="Content-Security-Policy" '
-    "content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\">"
+    "content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
 )
 KIND_COLOURS = {"analyze": "#9ecae9", "render": "#2f6fa8"}
 FAILED_COLOUR = "#d62728"
@@ -101,6 +103,7 @@ def render_html(report: JobReport, thumbs: Mapping[str, Sequence[Thumb]]) -> str
     running = report.running
     state = "running" if running else ("ok" if job.ok else "failed")
     title = f"Recast job {job.job_id}"
+    review = any(has_review(s) for s in shots)
     refresh = f'<meta http-equiv="refresh" content="{RUNNING_REFRESH_SECONDS}">' if running else ""
     parts = [
         "<!DOCTYPE html>",
@@ -108,7 +111,7 @@ def render_html(report: JobReport, thumbs: Mapping[str, Sequence[Thumb]]) -> str
         CSP_META,
         '<meta name="viewport" content="width=device-width,initial-scale=1">',
         refresh,
-        f"<title>{_e(title)}</title><style>{CSS}{QC_CSS}</style></head><body><main>",
+        f"<title>{_e(title)}</title><style>{CSS}{QC_CSS}{NOTES_CSS}</style></head><body><main>",
         f"<h1>{_e(title)}</h1>",
         _meta_line(report),
         _banner(job, shots, state, report.retries),
@@ -116,14 +119,15 @@ def render_html(report: JobReport, thumbs: Mapping[str, Sequence[Thumb]]) -> str
         "<h2>Shots</h2>",
         _shot_table(shots),
         provenance_section([s.summary for s in shots]),
-        '<h2 id="review">Frames to review</h2>' if any(s.summary.qc for s in shots) else "",
-        qc_sections(shots, thumbs) if any(s.summary.qc for s in shots) else "",
+        '<h2 id="review">Frames to review</h2>' if review else "",
+        qc_sections(shots, thumbs, report.identities) if review else "",
         "<h2>Where the time went</h2>",
         _stage_chart(report.stage_seconds),
         "<h2>Chunks per actor</h2>",
         _timeline_chart(report.timeline),
         "<h2>Before / after</h2>",
         _thumb_sections(shots, thumbs),
+        f"<script>{NOTES_SCRIPT}</script>" if review else "",
         "</main></body></html>",
     ]
     return "\n".join(p for p in parts if p)

@@ -2,20 +2,24 @@
 
 Reads each shot's :class:`~pipeline.qc.analyze.ShotQC` (its series as ``summary.json`` has
 them, rounded) and ``review`` rows (from :func:`cluster.report.data.review_rows`).  Like the
-rest of the page: inline SVG, ``data:`` images, no script.
+rest of the page: inline SVG, ``data:`` images; the shot's fixes are marked on its strip chart,
+and each card has the notes form of :mod:`cluster.report.notes` (its only script).
 """
 
 from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cluster.report.notes import fixes_block, note_form
 from pipeline.thumbnails import Thumb
 
 if TYPE_CHECKING:
     from cluster.report.data import ReviewRow, ShotReport
+    from cluster.report.summary import FixMark
     from pipeline.qc.analyze import ShotQC
 
 CSS = """
@@ -34,6 +38,7 @@ STATE_COLOURS = {
 }
 LINE_COLOUR = "#2f6fa8"
 FLAG_COLOUR = "#d62728"
+FIX_COLOUR = "#6a1b9a"
 
 
 def _e(value: Any) -> str:
@@ -48,25 +53,43 @@ def _severity_colour(severity: float) -> str:
     return "#c62828" if severity >= 0.8 else "#ef6c00" if severity >= 0.5 else "#757575"
 
 
-def qc_sections(shots: Sequence[ShotReport], thumbs: Mapping[str, Sequence[Thumb]]) -> str:
-    """One card per shot that has QC; a line saying so when none has."""
+def has_review(shot: ShotReport) -> bool:
+    """Whether the shot gets a card in "Frames to review": it has QC, fixes, or chunks rendered again."""
+    return bool(shot.summary.qc or shot.summary.fixes or shot.summary.fixes_rerendered)
+
+
+def qc_sections(
+    shots: Sequence[ShotReport], thumbs: Mapping[str, Sequence[Thumb]], identities: Sequence[str] = ()
+) -> str:
+    """One card per shot with QC or fixes (:func:`has_review`); a line saying so when none has."""
     cards = [
-        _shot_card(i, shot, shot.summary.qc, {t.frame: t for t in thumbs.get(shot.summary.name, ())})
+        _shot_card(i, shot, {t.frame: t for t in thumbs.get(shot.summary.name, ())}, identities)
         for i, shot in enumerate(shots)
-        if shot.summary.qc
+        if has_review(shot)
     ]
     return "".join(cards) or '<div class="card">No QC in this report.</div>'
 
 
-def _shot_card(index: int, shot: ShotReport, qc: ShotQC, thumbs: Mapping[int, Thumb]) -> str:
-    name = shot.summary.name
+def _shot_card(index: int, shot: ShotReport, thumbs: Mapping[int, Thumb], identities: Sequence[str]) -> str:
+    name, qc = shot.summary.name, shot.summary.qc
+    fixes = fixes_block(shot.summary.fixes, shot.summary.fixes_rerendered)
+    form = note_form(identities)
+    if qc is None:
+        return (
+            f'<div class="card qc" id="qc-{index}" data-shot="{_e(name)}"><h3>{_e(name)}</h3>'
+            f'<div class="meta">No QC for this shot.</div>{fixes}{form}</div>'
+        )
     counts = qc.counts
     total = sum(counts.values())
     count_html = (
         "".join(f"<span><b>{v}</b> {_e(k)}</span>" for k, v in counts.items() if v) or "nothing flagged"
     )
     rows = shot.review
-    table = _review_table(name, rows, thumbs) if rows else '<div class="meta">No frames to review.</div>'
+    table = (
+        _review_table(name, rows, _Pictures(thumbs, qc, shot.frame_size, shot.rotation))
+        if rows
+        else '<div class="meta">No frames to review.</div>'
+    )
     more = (
         f'<div class="meta">showing the {len(rows)} worst of {total} flags (all are in report.json)</div>'
         if total > len(rows)
@@ -76,28 +99,57 @@ def _shot_card(index: int, shot: ShotReport, qc: ShotQC, thumbs: Mapping[int, Th
         f'<div class="card qc" id="qc-{index}" data-shot="{_e(name)}">'
         f"<h3>{_e(name)}: {total} to review</h3>"
         f'<div class="counts">{count_html}</div>'
-        f"{_strip_chart(name, qc)}{more}{table}</div>"
+        f"{_strip_chart(name, qc, shot.summary.fixes)}{fixes}{more}{table}{form}</div>"
     )
 
 
-def _review_table(name: str, rows: Sequence[ReviewRow], thumbs: Mapping[int, Thumb]) -> str:
+@dataclass(frozen=True)
+class _Pictures:
+    """A shot's thumbnails by source position, with what a box drawn on one needs: its frame number
+    (``qc.series.numbers``), the plate's frame size and its display rotation (degrees, as
+    :func:`pipeline.thumbnails.jpeg` turns the pictures)."""
+
+    thumbs: Mapping[int, Thumb]
+    qc: ShotQC
+    frame_size: tuple[int, int] | None
+    rotation: int = 0
+
+    def before(self, name: str, thumb: Thumb) -> str:
+        img = f'<img src="{_data_uri(thumb.before_jpeg)}" alt="{_e(name)} position {thumb.frame} source"'
+        numbers, i = self.qc.series.numbers, thumb.frame - self.qc.first
+        if self.frame_size is None or not 0 <= i < len(numbers):
+            return img + ">"
+        width, height = self.frame_size
+        return (
+            f'<span class="pick">{img} data-frame="{int(numbers[i])}" data-w="{width}" data-h="{height}" '
+            f'data-turns="{round(self.rotation / 90) % 4}" '
+            'draggable="false"><span class="sel"></span></span>'
+        )
+
+
+def _review_table(name: str, rows: Sequence[ReviewRow], pictures: _Pictures) -> str:
     head = (
         "<tr><th>Frames</th><th>Track</th><th>Reason</th><th>Severity</th><th>Value / threshold</th>"
-        "<th>Detail</th><th>Before / after</th></tr>"
+        "<th>Detail</th><th>Before / after</th><th>Note</th></tr>"
     )
     body = []
     for row in rows:
         flag = row.flag
         frames = f"{flag.first}" if flag.first == flag.last else f"{flag.first}–{flag.last}"
         severity = float(flag.severity)
-        thumb = thumbs.get(row.thumbnail) if row.thumbnail is not None else None
+        thumb = pictures.thumbs.get(row.thumbnail) if row.thumbnail is not None else None
         picture = "–"
         if thumb is not None:
             alt = f"{name} position {thumb.frame}"
             picture = (
-                f'<div class="pair"><img src="{_data_uri(thumb.before_jpeg)}" alt="{_e(alt)} source">'
+                f'<div class="pair">{pictures.before(name, thumb)}'
                 f'<img src="{_data_uri(thumb.after_jpeg)}" alt="{_e(alt)} rendered"></div>'
             )
+        track = "" if flag.track is None else str(flag.track)
+        note = (
+            f'<button type="button" class="note" data-frames="{flag.first}-{flag.last}" '
+            f'data-track="{track}">note</button>'
+        )
         boundary = " (chunk boundary)" if flag.extra.get("chunk_boundary") else ""
         body.append(
             '<tr class="flag">'
@@ -105,7 +157,7 @@ def _review_table(name: str, rows: Sequence[ReviewRow], thumbs: Mapping[int, Thu
             f"<td>{_e(flag.reason)}{_e(boundary)}</td>"
             f'<td><span class="sev" style="background:{_severity_colour(severity)}">{severity:.2f}</span></td>'
             f'<td class="n">{float(flag.value):.3g} / {float(flag.threshold):.3g}</td>'
-            f"<td>{_e(flag.detail)}</td><td>{picture}</td></tr>"
+            f"<td>{_e(flag.detail)}</td><td>{picture}</td><td>{note}</td></tr>"
         )
     return f"<table>{head}{''.join(body)}</table>"
 
@@ -129,8 +181,28 @@ def _state_runs(coverage: Mapping[str, Sequence[int]], n: int) -> list[tuple[int
     return [r for r in out if r[2]]
 
 
-def _strip_chart(name: str, qc: ShotQC) -> str:
-    """Identity similarity (line, 0-1) over the frames, flagged frames shaded, coverage as a band."""
+def _fix_marks(
+    fixes: Sequence[FixMark], index: Mapping[int, int], x: Callable[[float], float], top: int
+) -> list[str]:
+    """Each fix as a bar over its frames just above the plot (the frames of the strip it covers)."""
+    out = []
+    numbers = sorted(index)
+    for fix in fixes:
+        inside = [index[n] for n in numbers if fix.frames[0] <= n <= fix.frames[1]]
+        if not inside:
+            continue
+        a, b = min(inside), max(inside)
+        out.append(
+            f'<rect class="fix" data-fix="{fix.index}" x="{x(a):.1f}" y="{top - 10}" '
+            f'width="{max(2.0, x(b + 1) - x(a)):.1f}" height="8" fill="{FIX_COLOUR}">'
+            f"<title>{_e(fix.label)}</title></rect>"
+        )
+    return out
+
+
+def _strip_chart(name: str, qc: ShotQC, fixes: Sequence[FixMark] = ()) -> str:
+    """Identity similarity (line, 0-1) over the frames, flagged frames shaded, coverage as a band, the
+    shot's fixes as marks above the plot."""
     series = qc.series.reported()
     numbers = list(series.numbers)
     n = len(numbers)
@@ -177,6 +249,7 @@ def _strip_chart(name: str, qc: ShotQC) -> str:
                 f'<polyline points="{" ".join(points)}" fill="none" stroke="{LINE_COLOUR}" '
                 f'stroke-width="1.5"{dash}><title>{_e(key)}</title></polyline>'
             )
+    out.extend(_fix_marks(fixes, index, x, top))
     band_y = top + plot_h + 4
     out.append(f'<text x="{label_w - 6}" y="{band_y + 11}" text-anchor="end">coverage</text>')
     for a, b, state in _state_runs(series.coverage, n):
@@ -190,7 +263,7 @@ def _strip_chart(name: str, qc: ShotQC) -> str:
     legend = "".join(f'<span><i style="background:{c}"></i>{_e(k)}</span>' for k, c in STATE_COLOURS.items())
     return (
         f'<div class="legend">{legend}<span>line: similarity after (dashed: before); '
-        "shaded: flagged frames</span></div>"
+        f"shaded: flagged frames{'; purple bars: fixes' if fixes else ''}</span></div>"
         f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" '
         f'aria-label="{_e(name)} identity similarity and coverage per frame">{"".join(out)}</svg>'
     )

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from actors.results import ActorInfo, ChunkWatermark
+from cluster.spec.fixes import BoxFix, FacesFix, IdentityFix, KeepPlateFix, fix_action, fix_kind, fix_label
 from pipeline.store.redact import redact
 
 if TYPE_CHECKING:
@@ -54,6 +55,36 @@ class RerenderedChunk:
 
     def to_dict(self) -> dict[str, Any]:
         return {"chunk": self.chunk, "frames": list(self.frames), "reasons": list(self.reasons)}
+
+
+@dataclass(frozen=True)
+class FixMark:
+    """A fix of the shot as the report draws it on the shot's timeline: its index in ``fixes:``, its kind
+    (``keep_plate``, ``identity``, ``box``, ``faces``), its frames (the plate's numbers, inclusive), its
+    track (None: a box or render settings) and how the summary names it."""
+
+    index: int
+    kind: str
+    frames: tuple[int, int]
+    track: int | None
+    label: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "frames": list(self.frames)}
+
+
+def fix_marks(fixes: tuple[KeepPlateFix | IdentityFix | BoxFix | FacesFix, ...]) -> list[FixMark]:
+    """A shot's ``fixes:`` as the summary and the report show them."""
+    return [
+        FixMark(
+            index=j,
+            kind=fix_kind(fix),
+            frames=(fix.frames.first, fix.frames.last),
+            track=getattr(fix, "track", None),
+            label=f"{fix_label(j, fix)}: {fix_action(fix)}",
+        )
+        for j, fix in enumerate(fixes)
+    ]
 
 
 @dataclass(frozen=True)
@@ -123,6 +154,8 @@ class ShotSummary:
     fixes_rerendered: list[RerenderedChunk] = field(default_factory=list)
     """Chunks rendered again because the shot's fixes on their frames changed (``summary.json`` has the
     key only when there are some)."""
+    fixes: list[FixMark] = field(default_factory=list)
+    """The shot's ``fixes:`` (``summary.json`` has the key only when there are some)."""
     review: ReviewOutputs | None = None
     """With ``output.review``: the review media written (in summary.json only when set)."""
 
@@ -159,8 +192,12 @@ class ShotSummary:
         return {k: round(v, 4) for k, v in sorted(self.stage_seconds.items())}
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(dataclasses.replace(self, qc=None, watermark=None, fixes_rerendered=[], review=None))
-        del out["fixes_rerendered"], out["review"]
+        out = asdict(
+            dataclasses.replace(self, qc=None, watermark=None, fixes_rerendered=[], fixes=[], review=None)
+        )
+        del out["fixes_rerendered"], out["fixes"], out["review"]
+        if self.fixes:
+            out["fixes"] = [f.to_dict() for f in self.fixes]
         if self.fixes_rerendered:
             out["fixes_rerendered"] = [c.to_dict() for c in self.fixes_rerendered]
         if self.review is not None:

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from actors.results import ActorInfo, ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
 from cluster.report.build import actor_busy_ratios, build_report, write_report
+from cluster.report.data import NoteChoices
 from cluster.report.metrics import JobMetrics
 from cluster.report.progress import Progress
-from cluster.report.summary import JobSummary, RerenderedChunk, ShotSummary
+from cluster.report.summary import JobSummary, RerenderedChunk, ShotSummary, fix_marks
 from cluster.schedule.dispatch import WorkItem
 from cluster.state.manifest import RenderRecord
 from pipeline.colour import ColourTags
@@ -72,6 +73,12 @@ class JobObserver:
         self.qc_frames: dict[str, list[int]] = {}
         """Shot -> source positions of the frames QC flagged worst (they get thumbnails too)."""
         self.shot_retries: dict[str, int] = {}
+        self.note_choices = NoteChoices(
+            identities=tuple(prepared.spec.identities),
+            frame_sizes={p.ref.name: (p.info.width, p.info.height) for p in prepared.planned},
+            rotations={p.ref.name: p.info.rotation for p in prepared.planned},
+        )
+        """What the report's notes offer: the job's identities, each shot's frame size (a drawn box's scale)."""
         self.report_seconds: list[float] = []
         """Wall seconds of every report rewrite (interim and final), from the copy of the state on."""
         self.report_cpu_seconds: list[float] = []
@@ -100,13 +107,20 @@ class JobObserver:
                     output_bytes=int(reused.record.get("output_fingerprint", {}).get("size", 0)),
                     output_sha256=reused.record.get("output_sha256"),
                     reused=True,
+                    fixes=fix_marks(ref.settings.fixes) if ref.settings is not None else [],
                 )
             )
             logger.info("shot %s: %s was published by an earlier run; kept", ref.name, ref.output_url)
         self.shots: dict[str, ShotSummary] = {}
         for planned in prepared.planned:
             ref = planned.ref
-            shot = ShotSummary(ref.name, ref.url, ref.output_url, chunks=len(planned.plan.chunks))
+            shot = ShotSummary(
+                ref.name,
+                ref.url,
+                ref.output_url,
+                chunks=len(planned.plan.chunks),
+                fixes=fix_marks(planned.settings.fixes),
+            )
             self.summary.shots.append(shot)
             self.shots[ref.name] = shot
 
@@ -329,7 +343,12 @@ class JobObserver:
             for actor, ratio in actor_busy_ratios(timeline, until=until).items():
                 self.metrics.actor_busy(actor, ratio)
             report, page = build_report(
-                summary, thumbs=thumbs, timeline=timeline, retries=retries, running=not finished
+                summary,
+                thumbs=thumbs,
+                timeline=timeline,
+                retries=retries,
+                running=not finished,
+                notes=self.note_choices,
             )
             write_report(self.summary.work_url, report, page)
         except RecastError as exc:

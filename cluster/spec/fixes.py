@@ -138,6 +138,23 @@ def fix_label(index: int, fix: KeepPlateFix | IdentityFix | BoxFix | FacesFix) -
     return f"fix {index} (frames {fix.frames}" + (f", track {track})" if track is not None else ")")
 
 
+def fix_kind(fix: KeepPlateFix | IdentityFix | BoxFix | FacesFix) -> str:
+    """``keep_plate``, ``identity``, ``box`` or ``faces``."""
+    return _kind(fix) or "faces"
+
+
+def fix_action(fix: KeepPlateFix | IdentityFix | BoxFix | FacesFix) -> str:
+    """What a fix does, in words (the report's timeline marks): ``keep the plate``, ``identity double``..."""
+    if isinstance(fix, KeepPlateFix):
+        return "keep the plate"
+    if isinstance(fix, IdentityFix):
+        return f"identity {fix.identity}"
+    if isinstance(fix, BoxFix):
+        keys = f"{len(fix.box)} key{'s' if len(fix.box) > 1 else ''}"
+        return f"missed face, box ({keys})" + (f" as {fix.identity}" if fix.identity else "")
+    return "faces: " + ", ".join(sorted(fix.faces.model_fields_set))
+
+
 def check_fix_frames(
     fixes: tuple[KeepPlateFix | IdentityFix | BoxFix | FacesFix, ...],
     info: VideoInfo,

@@ -363,16 +363,21 @@ def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
 
 def load_spec(path_or_url: str) -> JobSpec:
     """Read and validate a YAML job spec (at most 1 MiB, a regular file) from a local path or URL."""
+    from cluster.spec.paths import spec_folder
+
+    return parse_spec(read_yaml(path_or_url), base_dir=spec_folder(path_or_url))
+
+
+def read_yaml(path_or_url: str, what: str = "job spec", field: str = "spec") -> Any:
+    """A YAML document (at most 1 MiB, a regular file) from a local path or URL, parsed; a SpecError
+    naming the file (``field``: what an error that is not about one key names)."""
     try:
         raw = storage.read_bytes(path_or_url, max_bytes=SPEC_MAX_BYTES)
     except InputRefused as exc:
-        raise SpecError(path_or_url, f"not a usable job spec: {exc.reason}") from None
+        raise SpecError(path_or_url, f"not a usable {what}: {exc.reason}") from None
     try:
-        data = yamlload.load(raw)
+        return yamlload.load(raw)
     except yamlload.ImpossibleDateError as exc:
         raise SpecError(dotted(exc.loc), f"{exc} in {path_or_url}") from None
     except yamlload.LoadError as exc:  # line, column, problem: never the line's text (a secret?)
-        raise SpecError("spec", f"{path_or_url} is not valid YAML: {exc}") from None
-    from cluster.spec.paths import spec_folder
-
-    return parse_spec(data, base_dir=spec_folder(path_or_url))
+        raise SpecError(field, f"{path_or_url} is not valid YAML: {exc}") from None

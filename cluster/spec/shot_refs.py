@@ -71,7 +71,8 @@ def settings_of(spec: JobSpec, ref: ShotRef) -> ShotSettings:
     return ShotSettings(selection=spec.selection, faces=spec.faces, colour=spec.colour)
 
 
-def _shot_name(url: str) -> str:
+def url_shot_name(url: str) -> str:
+    """The name a ``url`` shot without a ``name`` gets: its file's stem (a sequence's with ``.seq``)."""
     base = url.rstrip("/").rsplit("/", 1)[-1]
     if is_sequence_url(url):
         # sc010_plate.####.exr -> sc010_plate
@@ -91,14 +92,14 @@ def expand_shots(spec: JobSpec) -> list[ShotRef]:
                 f"shots[{i}]", f"{shot.name} overrides an edit clip: expand the edit first (cluster.edit)"
             )
         if shot.url is not None:
-            pairs.append((shot.name or _shot_name(shot.url), shot.url, shot.output, settings))
+            pairs.append((shot.name or url_shot_name(shot.url), shot.url, shot.output, settings))
         else:
             assert shot.pattern is not None
             field = f"shots[{i}].pattern"
             matches = _glob(shot.pattern, field, max_shots - len(pairs))
             if not matches:
                 raise SpecError(field, f"{shot.pattern} matches no files")
-            pairs.extend((_shot_name(url), url, None, settings) for url in matches)
+            pairs.extend((url_shot_name(url), url, None, settings) for url in matches)
         if len(pairs) > max_shots:
             raise SpecError(
                 field if shot.url is None else "shots",

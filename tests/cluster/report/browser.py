@@ -68,6 +68,8 @@ class PageCheck:
     """URLs the page asked for besides itself (data: URIs excluded)."""
     probe: Any = None
     """What the ``probe`` expression returned (it must return a JSON string)."""
+    downloads: list[Path] = field(default_factory=list)
+    """The files the page downloaded (with ``check_page(downloads=...)``)."""
 
 
 class _Pipe:
@@ -129,12 +131,18 @@ class _Pipe:
 
 
 def check_page(
-    path: str | Path, *, chromium: str | None = None, timeout: float = 45.0, probe: str | None = None
+    path: str | Path,
+    *,
+    chromium: str | None = None,
+    timeout: float = 45.0,
+    probe: str | None = None,
+    downloads: Path | None = None,
 ) -> PageCheck:
     """Load ``path`` in headless Chromium; return its title, errors, images and outside requests.
 
     ``probe``: a JavaScript expression evaluated in the loaded page that returns a JSON string;
-    its parsed value is ``PageCheck.probe``.
+    its parsed value is ``PageCheck.probe``.  ``downloads``: a folder where the page's downloads are
+    saved (what the probe triggers is waited for, up to ``timeout``: ``PageCheck.downloads``).
     """
     binary = chromium or find_chromium()
     if binary is None:
@@ -166,7 +174,13 @@ def check_page(
     os.close(out_write)
     cdp = _Pipe(cmd_write, out_read)
     try:
-        return _inspect(cdp, url, timeout, probe)
+        if downloads is not None:
+            behaviour = {"behavior": "allow", "downloadPath": str(downloads.resolve()), "eventsEnabled": True}
+            cdp.send("Browser.setDownloadBehavior", behaviour)
+        check = _inspect(cdp, url, timeout, probe)
+        if downloads is not None:
+            check.downloads = _downloaded(cdp, downloads, timeout)
+        return check
     finally:
         with contextlib.suppress(Exception):
             cdp.send("Browser.close", timeout=5)
@@ -181,6 +195,28 @@ def check_page(
         if process.stderr is not None:
             process.stderr.close()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def _downloaded(cdp: _Pipe, folder: Path, timeout: float) -> list[Path]:
+    """The files saved in ``folder`` once every download the page began has completed (or failed)."""
+    begun: set[str] = set()
+    done: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        for event in [e for e in cdp.events if e.get("method", "").startswith("Browser.download")]:
+            cdp.events.remove(event)
+            params = event.get("params", {})
+            if event["method"] == "Browser.downloadWillBegin":
+                begun.add(params["guid"])
+            elif params.get("state") in ("completed", "canceled"):
+                done.add(params["guid"])
+        if begun and begun <= done:
+            return sorted(p for p in folder.iterdir() if p.is_file())
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"downloads not finished: {len(begun - done)} of {len(begun)}")
+        with contextlib.suppress(TimeoutError):
+            cdp.events.append(cdp._read(time.monotonic() + min(left, 1.0)))
 
 
 def _inspect(cdp: _Pipe, url: str, timeout: float, probe: str | None = None) -> PageCheck:

@@ -6,7 +6,9 @@ not on its frames fails the shot naming the fix.  (The units: ``tests/pipeline/t
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import av
 import numpy as np
@@ -43,6 +45,7 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     (first,) = run_job(spec(media, out, [])).shots
     assert first.status == "published" and first.chunks_rendered == 3 and first.analyses_run == 3
     assert first.to_dict().get("fixes_rerendered") is None  # summary.json as before without fixes
+    assert first.to_dict().get("fixes") is None
     before_frames = decode(output)
     before_renders = records(work, "plate", "render")
     tracks = records(work, "plate", "track")
@@ -57,6 +60,15 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     assert [c.to_dict() for c in second.fixes_rerendered] == [
         {"chunk": 1, "frames": [24, 47], "reasons": [f"fix 0 (frames 30-40, track {track}) changed"]}
     ]
+    label = f"fix 0 (frames 30-40, track {track}): keep the plate"
+    assert second.to_dict()["fixes"] == [
+        {"index": 0, "kind": "keep_plate", "frames": [30, 40], "track": track, "label": label}
+    ]
+    # The report marks the fix on the shot's strip, lists the chunk rendered again, offers the notes.
+    report = json.loads(Path(work, "report.json").read_text())
+    assert report["identities"] == ["hero"] and report["shots"][0]["frame_size"] == [240, 180]
+    page = Path(work, "report.html").read_text()
+    assert 'class="fix" data-fix="0"' in page and 'data-chunk="1"' in page and 'form class="notes"' in page
     after_renders = records(work, "plate", "render")
     for index in (0, 2):  # reused byte for byte: the same segment and sha256
         assert after_renders[index]["key"] == before_renders[index]["key"]
