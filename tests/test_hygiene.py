@@ -256,3 +256,21 @@ def test_the_checks_before_ray_import_no_ray() -> None:
         [sys.executable, "-c", code], check=False, cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr or result.stdout
+
+
+def test_no_test_module_imports_another_or_a_conftest() -> None:
+    """Shared fixtures live in ``conftest.py`` files and shared helpers in helper modules: a test
+    module that imports from another test module (or a conftest) builds that module's fixtures again."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                last = name.rsplit(".", 1)[-1]
+                if name.startswith("tests.") and (last.startswith("test_") or last == "conftest"):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert not found, found

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from fractions import Fraction
@@ -14,51 +13,24 @@ import pytest
 
 from actors.results import ActorInfo, ChunkWatermark, PackInfo
 from cluster.report.build import actor_busy_ratios, build_report, write_report
-from cluster.report.summary import JobSummary, ShotSummary
+from cluster.report.summary import ShotSummary
 from pipeline.errors import MediaError
-from pipeline.qc.analyze import ShotQC
 from pipeline.store import storage
 from pipeline.store.redact import redact
 from pipeline.thumbnails import Thumb, boundary_frames, thumbnails
 from pipeline.video.chunking import Chunk, ChunkPlan
-from pipeline.video.decode import decode_range
 from pipeline.video.probe import VideoInfo, probe
 from tests.clips import ClipSpec, read_index, write_clip
 from tests.cluster.report.browser import check_page, find_chromium
-
-FRAMES = 30
-BOUNDS = (0, 12, 24, FRAMES)  # three chunks
-BOX = (slice(70, 110), slice(20, 60))  # the "face" the fake render paints over (rows, cols)
-
-
-def _plan(info: VideoInfo, bounds: tuple[int, ...]) -> ChunkPlan:
-    chunks = tuple(
-        Chunk(i, a, b, info.pts[a], info.pts[b] if b < info.frame_count else info.end_pts())
-        for i, (a, b) in enumerate(itertools.pairwise(bounds))
-    )
-    return ChunkPlan(frame_count=info.frame_count, chunks=chunks)
-
-
-def _fake_render(source: str, output: str, info: VideoInfo) -> None:
-    """Re-encode the source with a magenta box painted over the 'face', like a render would."""
-    frames = list(decode_range(source, info, 0, info.frame_count))
-    painted = []
-    for frame in frames:
-        rgb = frame.rgb.copy()
-        rgb[BOX] = (230, 0, 230)
-        painted.append(rgb)
-    spec = ClipSpec(
-        width=info.width,
-        height=info.height,
-        frames=len(painted),
-        rate=info.frame_rate,
-        time_base=info.time_base,
-        gop=None,
-        tag_colour=False,
-        timecode=None,
-        audio=False,
-    )
-    write_clip(output, spec, painted, pts=[f.pts for f in frames])
+from tests.cluster.report.sample_report import (
+    BOUNDS,
+    FRAMES,
+    TIMELINE,
+    fake_render,
+    job_summary,
+    plan_of,
+    shot_qc,
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +39,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, VideoI
     source = write_clip(str(root / "src.mp4"), ClipSpec(frames=FRAMES, rate=Fraction(25)))
     info = probe(source)
     output = str(root / "out.mp4")
-    _fake_render(source, output, info)
+    fake_render(source, output, info)
     return source, output, info
 
 
@@ -87,7 +59,7 @@ def test_boundary_frames() -> None:
 
 def test_thumbnails_are_the_exact_frames_before_and_after(rendered: tuple[str, str, VideoInfo]) -> None:
     source, output, info = rendered
-    frames = boundary_frames(_plan(info, BOUNDS))
+    frames = boundary_frames(plan_of(info, BOUNDS))
     thumbs = thumbnails(source, output, info, frames, width=320)
     assert [t.frame for t in thumbs] == [0, 11, 12, 23, 24]
     for t in thumbs:
@@ -123,77 +95,13 @@ def test_ten_bit_and_rotated_sources_make_8_bit_upright_thumbnails(tmp_path: Pat
     assert _decode_jpeg(rthumb.after_jpeg).shape == (120, 90, 3)  # 160x120 shown as portrait
 
 
-def _summary(output_url: str) -> JobSummary:
-    return JobSummary(
-        job_id='job-<7>&"x"',
-        work_url="s3://bucket/work",
-        actors=2,
-        wall_seconds=12.6,
-        setup_seconds=3.1,
-        first_analysis_seconds=4.0,
-        first_chunk_seconds=6.2,
-        warnings=[
-            "ONNX Runtime did not start CUDAExecutionProvider for swap.onnx; running on CPUExecutionProvider"
-        ],
-        shots=[
-            ShotSummary(
-                name="sc010",
-                url="s3://bucket/src.mp4",
-                output_url=output_url,
-                status="published",
-                frames=FRAMES,
-                chunks=3,
-                seconds=9.8,
-                stage_seconds={"decode": 1.2, "detect": 3.4, "swap": 5.0, "encode": 0.8, "swap.model": 4.1},
-                encoder="libx264",
-                providers={
-                    "swapper": ["CPUExecutionProvider"],
-                    "detector": ["CUDAExecutionProvider", "CPUExecutionProvider"],
-                },
-                chunk_actors=["a0", "a1", "a0"],
-                output_bytes=12345,
-            ),
-            ShotSummary(
-                name="<script>alert(1)</script>",
-                url="s3://bucket/b.mp4",
-                output_url="s3://bucket/out/b.mp4",
-                status="failed",
-                error="render of chunk 1 failed: <boom>",
-                chunks=2,
-                seconds=2.0,
-                stage_seconds={"decode": 0.5},
-            ),
-        ],
-    )
-
-
-TIMELINE = [
-    {"actor": "a0", "shot": "sc010", "chunk": 0, "kind": "analyze", "start": 3.2, "end": 4.0},
-    {"actor": "a1", "shot": "sc010", "chunk": 1, "kind": "analyze", "start": 3.2, "end": 4.1},
-    {"actor": "a0", "shot": "sc010", "chunk": 2, "kind": "analyze", "start": 4.0, "end": 4.6},
-    {"actor": "a0", "shot": "sc010", "chunk": 0, "kind": "render", "start": 4.7, "end": 6.2},
-    {
-        "actor": "a1",
-        "shot": "sc010",
-        "chunk": 1,
-        "kind": "render",
-        "start": 4.7,
-        "end": 6.9,
-        "ok": False,
-        "attempt": 1,
-    },
-    {"actor": "a0", "shot": "sc010", "chunk": 1, "kind": "render", "start": 6.9, "end": 8.8, "attempt": 2},
-    {"actor": "a1", "shot": "sc010", "chunk": 2, "kind": "render", "start": 7.0, "end": 8.5},
-]
-
-
 def test_the_report_reads_a_redacted_copy_of_the_summary() -> None:
     """``JobSummary.redacted()`` is what the report thread reads: a copy whose ``to_dict()`` is the
     summary's redacted the way summary.json is, typed parts (actor info, QC, watermark) included."""
     secret = "s3://AKIAIOSFODNN7EXAMPLE:pw@bucket/plates/a.mov"
-    summary = _summary("out.mp4")
+    summary = job_summary("out.mp4")
     summary.shots[0].url = secret
-    summary.shots[0].qc = _shot_qc()
+    summary.shots[0].qc = shot_qc()
     summary.shots[0].add_watermark(ChunkWatermark(payload="0badf00d", step=32.0, frames=((0, 4), (6, 9))))
     summary.actor_info.append(
         ActorInfo(
@@ -225,7 +133,7 @@ def test_the_report_reads_a_redacted_copy_of_the_summary() -> None:
 
 
 def test_report_json_collects_warnings_retries_and_stages(rendered: tuple[str, str, VideoInfo]) -> None:
-    report, page = build_report(_summary("out.mp4"), thumbs={}, timeline=TIMELINE)
+    report, page = build_report(job_summary("out.mp4"), thumbs={}, timeline=TIMELINE)
     shot, failed = report["shots"]
     assert shot["retries"] == 1 and report["retries"] == 1
     text = " | ".join(shot["warnings"])
@@ -246,8 +154,8 @@ def test_report_published_and_opens_cleanly_in_chromium(
     rendered: tuple[str, str, VideoInfo], tmp_path: Path
 ) -> None:
     source, output, info = rendered
-    thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(_plan(info, BOUNDS)))}
-    report, page = build_report(_summary(output), thumbs=thumbs, timeline=TIMELINE, retries={"sc010": 1})
+    thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(plan_of(info, BOUNDS)))}
+    report, page = build_report(job_summary(output), thumbs=thumbs, timeline=TIMELINE, retries={"sc010": 1})
     json_url, html_url = write_report(str(tmp_path / "job"), report, page)
     assert json.loads(storage.read_bytes(json_url))["shots"][0]["thumbnails"] == [0, 11, 12, 23, 24]
     # Self-contained: no URL the browser could fetch, pictures inline.
@@ -270,7 +178,7 @@ def test_browser_check_catches_broken_pages(tmp_path: Path) -> None:
     if find_chromium() is None:
         pytest.skip("no Chromium on PATH (Debian package: chromium)")
     good = Thumb(0, b"", b"")
-    _, page = build_report(_summary("out.mp4"), thumbs={"sc010": [good]})
+    _, page = build_report(job_summary("out.mp4"), thumbs={"sc010": [good]})
     page = page.replace("</main>", '<img src="http://127.0.0.1:9/x.png"></main>')
     (tmp_path / "bad.html").write_text(page)
     check = check_page(tmp_path / "bad.html")
@@ -284,7 +192,7 @@ def test_browser_check_catches_broken_pages(tmp_path: Path) -> None:
 
 
 def test_write_report_to_s3(s3_bucket: str) -> None:
-    report, page = build_report(_summary("out.mp4"), running=True)
+    report, page = build_report(job_summary("out.mp4"), running=True)
     json_url, html_url = write_report(f"{s3_bucket}/jobs/j1", report, page)
     assert json_url == f"{s3_bucket}/jobs/j1/report.json"
     assert json.loads(storage.read_bytes(json_url))["running"] is True
@@ -321,51 +229,13 @@ QC_PROBE = """JSON.stringify((() => {
 })())"""
 
 
-def _shot_qc() -> ShotQC:
-    """A QC result as the driver stores it: flags on frames 5-7 (no thumbnail), 11-12 and 23."""
-    from pipeline.qc.analyze import QcSeries
-    from pipeline.qc.records import Flag
-
-    coverage = {s: [0] * FRAMES for s in ("replaced", "bridged", "hidden", "unreplaced")}
-    for t in range(FRAMES):
-        coverage["unreplaced" if 5 <= t <= 7 else "replaced"][t] = 1
-    flags = (
-        Flag(
-            "sc010", 5, 7, 0, "unreplaced", 0.85, 3.0, 1.0, "face of track 0 left as the plate", {"peak": 5}
-        ),
-        Flag("sc010", 23, 23, 0, "low_identity", 0.62, 0.21, 0.3, "output 0.21 to 'anna'", {"peak": 23}),
-        Flag(
-            "sc010",
-            11,
-            12,
-            0,
-            "flicker",
-            0.5,
-            5.0,
-            3.0,
-            "<across> a chunk boundary",
-            {"chunk_boundary": True},
-        ),
-    )
-    series = QcSeries(
-        numbers=list(range(FRAMES)),
-        similarity_after=[0.21 if t == 23 else (0.55 if t % 4 == 0 else None) for t in range(FRAMES)],
-        similarity_before=[0.1] * FRAMES,
-        coverage=coverage,
-        jitter=[0.001] * FRAMES,
-        flicker=[5.0 if t == 12 else 0.0 for t in range(FRAMES)],
-        seam=[1.1] * FRAMES,
-    )
-    return ShotQC("sc010", 0, flags, series, {0: {"identity": "anna"}}, {12: 5.0, 24: 0.0})
-
-
 def test_report_qc_section_lists_frames_to_review_in_chromium(
     rendered: tuple[str, str, VideoInfo], tmp_path: Path
 ) -> None:
     source, output, info = rendered
-    thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(_plan(info, BOUNDS)))}
-    summary = _summary(output)
-    qc = _shot_qc()
+    thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(plan_of(info, BOUNDS)))}
+    summary = job_summary(output)
+    qc = shot_qc()
     # The summary carries the QC as it is (summary.json, then report.json).
     shot_summary = ShotSummary(name="sc010", url="u", output_url=output, qc=qc)
     assert json.loads(json.dumps(shot_summary.to_dict()))["qc"] == qc.to_dict()

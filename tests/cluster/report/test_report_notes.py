@@ -20,7 +20,15 @@ from pipeline.thumbnails import boundary_frames, thumbnails
 from pipeline.video.probe import VideoInfo, probe
 from tests.clips import ClipSpec, write_clip
 from tests.cluster.report.browser import check_page, find_chromium
-from tests.cluster.report.test_report import BOUNDS, FRAMES, TIMELINE, _fake_render, _plan, _shot_qc, _summary
+from tests.cluster.report.sample_report import (
+    BOUNDS,
+    FRAMES,
+    TIMELINE,
+    fake_render,
+    job_summary,
+    plan_of,
+    shot_qc,
+)
 
 # Evaluated in the page: a note on each of the three flagged ranges (keep the plate on 5-7, a box dragged
 # on frame 23's picture, another identity on 11-12), then the download.
@@ -54,7 +62,7 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, VideoInfo]
     )
     info = probe(source)
     output = str(root / "out.mp4")
-    _fake_render(source, output, info)
+    fake_render(source, output, info)
     return source, output, info
 
 
@@ -84,12 +92,12 @@ def test_notes_are_written_as_fixes_and_downloaded(
 ) -> None:
     source, output, info = clip
     spec = parse_spec(_spec(source, tmp_path))
-    summary = _summary(output)
+    summary = job_summary(output)
     shot = summary.shots[0]
-    shot.qc = _shot_qc()
+    shot.qc = shot_qc()
     shot.fixes = fix_marks(spec.shots[0].fixes)
     shot.fixes_rerendered = [RerenderedChunk(0, (0, 11), ("fix 0 (frames 0-2, track 0) changed",))]
-    thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(_plan(info, BOUNDS)))}
+    thumbs = {"sc010": thumbnails(source, output, info, boundary_frames(plan_of(info, BOUNDS)))}
     notes = NoteChoices(
         identities=("anna", "bob"),
         frame_sizes={"sc010": (info.width, info.height)},
