@@ -168,9 +168,11 @@ def _start_ray(ray: ModuleType, release: Callable[[], None]) -> None:
     """Join ``RAY_ADDRESS`` (or the cluster of a submitted job) when set, else start a local instance.
 
     A stop (``ray job stop``: SIGTERM, whose handler Ray installs first thing in ``ray.init``) that
-    lands while Ray connects leaves it half built: tearing that down in the interpreter's exit
-    crashed the driver (SIGSEGV) or hung it.  Then the lease is given back (``release``), Ray is
-    shut down within :data:`STOP_SHUTDOWN_SECONDS`, and the process leaves at once with the stop's code.
+    lands while Ray connects leaves it half built (``ray.is_initialized()`` still False, so
+    :func:`_exit_disconnected` would not shut it down).  A driver stopped there was seen once to
+    crash (SIGSEGV) and once to hang; neither was reproduced, so this path does not rely on the
+    interpreter's teardown at all: the lease is given back (``release``), Ray is shut down within
+    :data:`STOP_SHUTDOWN_SECONDS`, and the process leaves at once with the stop's code.
     """
     try:
         ray.init(log_to_driver=True, logging_level=logging.WARNING)
