@@ -187,6 +187,7 @@ class JobRunner:
         for p in prepared.planned:
             logger.info("job %s: shot %s from %s to %s", spec.job_id, p.ref.name, p.ref.url, p.ref.output_url)
         if not prepared.planned:
+            write_reviews(prepared, observer, {})  # review media an earlier run never wrote, the playlist
             observer.warn(prepared.manifest.take_warnings())
             self._write_timeline(prepared, observer)
             provenance.write_audit(observer.summary, shot_urls)
@@ -244,8 +245,8 @@ class JobRunner:
         write_reviews(prepared, observer, loop.reviews)
         if all(observer.shots[r.name].status == "published" for r in runs):
             lease.confirm()
-            if not spec.output.keep_segments:
-                # Every shot's segments are gone now; drop their empty parent too.
+            if not spec.output.keep_segments and spec.output.review is None:
+                # Every shot's segments are gone now (review segments are kept); drop their empty parent.
                 storage.remove(storage.join(prepared.work_url, "segments"), recursive=True)
         observer.warn(prepared.manifest.take_warnings())  # records set aside, segments rendered again
         self._write_timeline(prepared, observer)

@@ -88,6 +88,9 @@ class ReusedShot:
     info: VideoInfo
     plan: ChunkPlan
     record: dict[str, Any]
+    shot: PlannedShot
+    """The shot as it would be planned (its window, passes and settings: its review media are made
+    again from its records when they are missing, :mod:`cluster.schedule.reviews`)."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +180,7 @@ def prepare_job(
             # Published by an earlier run of this very job, unchanged since, for the same inputs: keep it.
             record = manifest.published_output(shot.name, spec_key, shot.output_url) if resumed else None
             if record is not None:
-                reused.append(ReusedShot(shot, info, plan, record))
+                reused.append(ReusedShot(shot, info, plan, record, planned_one))
                 continue
             # An image sequence an earlier run of this very job was writing (same key): resumed in place.
             ours = planned_one.is_sequence and earlier_keys.get(shot.name) == spec_key

@@ -61,8 +61,10 @@ class ReviewJob:
 def publish_review(job: ReviewJob, remove_after: str | None = None) -> ReviewOutputs:
     """Merge, burn in the flags, publish the movie; draw and publish the contact sheet.
 
-    ``remove_after``: the shot's segment folder, removed once the review no longer needs it
-    (whether the review was written or not)."""
+    ``remove_after``: the shot's segment folder, emptied once the review no longer needs it (whether
+    the review was written or not) but for this review's own segments: they are small, and a
+    resubmission that renders only some chunks again merges the review movie from them and the new
+    ones (:mod:`cluster.state.recover`)."""
     from pipeline.video.merge import merge_segments
 
     try:
@@ -87,10 +89,26 @@ def publish_review(job: ReviewJob, remove_after: str | None = None) -> ReviewOut
         return ReviewOutputs(job.movie_url, job.contact_url, frames=frames, flagged_frames=flagged)
     finally:
         if remove_after is not None:
-            try:
-                storage.remove(remove_after, recursive=True)
-            except RecastError as exc:
-                logger.warning("could not remove %s: %s", remove_after, exc)
+            prune_segments(remove_after, keep=set(job.segment_urls))
+
+
+def prune_segments(folder: str, *, keep: set[str]) -> None:
+    """Remove everything in a shot's segment ``folder`` but the files ``keep`` names (the folder itself
+    too when nothing is kept); a failure is logged."""
+    try:
+        if not keep:
+            storage.remove(folder, recursive=True)
+            return
+        names = {_name(url) for url in keep}
+        for url in storage.listdir(folder):
+            if _name(url) not in names:
+                storage.remove(url, recursive=True)
+    except RecastError as exc:
+        logger.warning("could not remove the segments in %s: %s", folder, exc)
+
+
+def _name(url: str) -> str:
+    return url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
 
 
 def _contact(job: ReviewJob) -> bytes:

@@ -131,6 +131,9 @@ class ShotSummary:
     chunks_rendered: int = 0
     """Chunks rendered by this run of the job (the rest were committed in the manifest by an earlier run)."""
     chunks_reused: int = 0
+    chunks_recut: int = 0
+    """Of ``chunks_reused``, those whose segments were gone, cut back out of the published output by stream
+    copy (:mod:`cluster.state.recover`)."""
     analyses_run: int = 0
     faces_analysed: int = 0
     """Faces detected by the analyses this run ran (reused analyses not counted)."""

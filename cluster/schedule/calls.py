@@ -13,6 +13,7 @@ from pipeline.geometry.types import FaceTask
 from pipeline.review.frames import ReviewLook
 from pipeline.video.chunking import Chunk
 from pipeline.video.encode import EncoderChoice
+from pipeline.video.probe import VideoInfo
 
 
 def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResult:
@@ -116,19 +117,18 @@ def render_item(
             render.tasks,
             segment_url,
             spec.output.compression,
-            review=review_look(run, spec),
+            review=review_look(run.name, run.shot.info, spec),
             review_url=review_url,
         ),
     )
 
 
-def review_look(run: ShotRun, spec: JobSpec) -> ReviewLook | None:
-    """How the shot's review frames look (None: no review movie)."""
+def review_look(shot: str, info: VideoInfo, spec: JobSpec) -> ReviewLook | None:
+    """How the review frames of ``shot`` (probed as ``info``) look (None: no review movie)."""
     review = spec.output.review
     if review is None:
         return None
-    info = run.shot.info
-    return ReviewLook.of(run.name, info.width, info.height, review.layout, review.max_width)
+    return ReviewLook.of(shot, info.width, info.height, review.layout, review.max_width)
 
 
 def analyze_call(run: ShotRun, chunk: Chunk) -> Any:

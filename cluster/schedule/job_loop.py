@@ -275,7 +275,9 @@ class JobLoop:
             if render.committed is not None:
                 run.segments[chunk.index] = reused_segment(render.committed, run.encoder)
                 run.reused.add(chunk.index)
-                self.observer.segment_reused(run.name, render.committed, chunk.frame_count)
+                self.observer.segment_reused(
+                    run.name, render.committed, chunk.frame_count, recut=render.recut
+                )
                 continue
             if chunk.index in renders.rerendered:
                 self.observer.fixes_rerendered(run.name, renders.rerendered[chunk.index])
@@ -347,6 +349,7 @@ class JobLoop:
             pass_files.update(write_tracks(run, run.shot.pass_urls["tracks"], measures))
         qc = finish_qc(run, measures, self.spec.qc)
         self.observer.shot_qc(run.name, qc, self.spec.qc)
+        flags = qc.flags if qc is not None else ()
         # Recorded first: a driver killed after this point finds the output as its own on resume.
         self.ledger.shot_published(
             run.name,
@@ -358,6 +361,7 @@ class JobLoop:
             render_keys=[run.render_keys[c.index] for c in run.shot.renders],
             frame_sha256=published.frame_sha256,
             passes=pass_files,
+            review_flags=None if self.spec.output.review is None else [f.to_dict() for f in flags],
         )
         self.observer.shot_published(
             ShotSource(
@@ -378,7 +382,7 @@ class JobLoop:
         segments_url = storage.join(self.prepared.work_url, "segments", run.name)
         # output.keep_segments: they stay for a resubmission with changed fixes to reuse.
         keep = self.spec.output.keep_segments
-        review = review_job(run, self.spec, qc.flags if qc is not None else ())
+        review = review_job(run, self.spec, flags)
         if review is not None:  # it reads the (review) segments, and removes them when done
             self.reviews[run.name] = self.publisher.submit_call(
                 publish_review, review, None if keep else segments_url

@@ -208,9 +208,11 @@ class JobObserver:
     def faces_planned(self, shot: str, tracks: int) -> None:
         self.shots[shot].tracks = tracks
 
-    def segment_reused(self, shot: str, record: RenderRecord, frames: int) -> None:
+    def segment_reused(self, shot: str, record: RenderRecord, frames: int, *, recut: bool = False) -> None:
+        """A segment an earlier run committed (``recut``: cut back out of the published output)."""
         summary = self.shots[shot]
         summary.chunks_reused += 1
+        summary.chunks_recut += recut
         summary.faces_swapped += record.faces_swapped
         summary.add_watermark(record.watermark)
         self.progress.update(shot, frames)

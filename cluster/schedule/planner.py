@@ -9,6 +9,7 @@ dispatching; the loop takes each finished plan and submits its renders.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from cluster.schedule.shot_run import ChunkRender, ShotRun
 from cluster.spec.fixes import fix_ops, fix_records, fixes_of_chunk, rerender_reasons
 from cluster.spec.shot_refs import ShotSettings
 from cluster.state.ledger import Ledger
+from cluster.state.manifest import SegmentHome
+from cluster.state.recover import PublishedMovies, WantedChunk
 from pipeline.geometry.types import Face
 from pipeline.passes.tracks import TrackFrame, track_frames
 from pipeline.tracking.fixes import FixOp
@@ -118,6 +121,7 @@ class ShotPlanner:
             chunks.append(
                 ChunkRender(chunk, tasks, key, self.ledger.segment(run.name, chunk.index, key, home))
             )
+        chunks = self._recover(run, chunks, home)
         return ShotRenders(
             tracks=len(face_plan.tracks),
             seconds=seconds,
@@ -126,6 +130,29 @@ class ShotPlanner:
             qc=qc,
             rerendered=self._rerendered(run),
         )
+
+    def _recover(self, run: ShotRun, chunks: list[ChunkRender], home: SegmentHome) -> list[ChunkRender]:
+        """Chunks of a published video shot whose segments are gone, cut back out of its output (see
+        :mod:`cluster.state.recover`) instead of rendered again."""
+        shot = run.shot
+        if shot.is_sequence:
+            return chunks  # its frames are the output's own files: reused where they are
+        first = shot.window.delivered[0]
+        wanted = [
+            WantedChunk(c.chunk.index, c.key, c.chunk.start_frame - first, c.chunk.frame_count)
+            for c in chunks
+            if c.committed is None
+        ]
+        movies = PublishedMovies(
+            shot.ref.output_url, {name: url for name, url in shot.pass_urls.items() if name != "tracks"}
+        )
+        recovered = self.ledger.recovered_segments(run.name, wanted, home=home, movies=movies)
+        return [
+            dataclasses.replace(c, committed=recovered[c.chunk.index], recut=True)
+            if c.chunk.index in recovered
+            else c
+            for c in chunks
+        ]
 
     def _rerendered(self, run: ShotRun) -> dict[int, RerenderedChunk]:
         """The chunks that changed fixes touch, with the fixes (new, changed or removed since the last run)."""

@@ -7,10 +7,15 @@ import logging
 from collections.abc import Mapping
 from concurrent.futures import Future
 
-from cluster.checks.prepare import PreparedJob
+from actors.review import REVIEW_PASS
+from cluster.checks.prepare import PreparedJob, ReusedShot
+from cluster.publish.review import publish_review
 from cluster.report.summary import ReviewOutputs
 from cluster.schedule.observer import JobObserver
+from cluster.schedule.shot_finish import shot_review
+from cluster.schedule.shot_run import segment_home
 from pipeline.errors import RecastError
+from pipeline.qc.records import Flag
 from pipeline.review.playlist import ReviewClip, playlist_bytes
 from pipeline.store import storage
 from pipeline.video.probe import VideoInfo
@@ -32,11 +37,21 @@ def write_reviews(
             observer.shots[name].review = future.result()
         except Exception as exc:  # noqa: BLE001 - the shot's output is published; its dailies are not
             observer.warn([f"shot {name}: review media not written: {exc}"])
-    missing = [
-        r.ref.name for r in prepared.reused if not storage.exists(review.movie_url(r.ref.name, spec.job_id))
-    ]
-    if missing:
-        names = ", ".join(missing)
+    missing = [r for r in prepared.reused if not storage.exists(review.movie_url(r.ref.name, spec.job_id))]
+    summaries = {s.name: s for s in observer.summary.shots}
+    not_made = []
+    for reused in missing:
+        try:
+            made = _made_again(prepared, reused)
+        except Exception as exc:  # noqa: BLE001 - the shot's output is published; its dailies are not
+            observer.warn([f"shot {reused.ref.name}: review media not made again from its records: {exc}"])
+            made = None
+        if made is None:
+            not_made.append(reused.ref.name)
+        else:
+            summaries[reused.ref.name].review = made
+    if not_made:
+        names = ", ".join(not_made)
         observer.warn(
             [f"output.review: no review movie for {names}, published by an earlier run (rerun them)"]
         )
@@ -64,3 +79,23 @@ def write_reviews(
         observer.summary.failures.append(f"output.review_timeline_url: {exc}")
         return
     logger.info("job %s: review playlist of %d shot(s) written to %s", spec.job_id, len(clips), url)
+
+
+def _made_again(prepared: PreparedJob, reused: ReusedShot) -> ReviewOutputs | None:
+    """The review media of a shot an earlier run published but whose review it never wrote (its driver
+    stopped in between), made from the review segments the publish keeps and the flags its record
+    holds; None when the records do not have them (a run from before either was kept)."""
+    flags, keys = reused.record.get("review_flags"), reused.record.get("render_keys")
+    if not isinstance(flags, list) or not isinstance(keys, list) or len(keys) != len(reused.shot.renders):
+        return None
+    name, home = reused.ref.name, segment_home(reused.shot, prepared.work_url)
+    segments = []
+    for index, key in enumerate(keys):
+        record = prepared.manifest.render_record(name, index, str(key), home)
+        segments.append(None if record is None else record.passes.get(REVIEW_PASS))
+    job = shot_review(reused.shot, prepared.spec, segments, [Flag(**f) for f in flags])
+    if job is None:
+        return None
+    logger.info("shot %s: review media made again from the records of the run that published it", name)
+    # The segments a stopped driver left are removed now, all but the review segments.
+    return publish_review(job, None if prepared.spec.output.keep_segments else home.folder)

@@ -8,8 +8,9 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from actors.results import VideoPass
+from actors.results import ChunkPass, VideoPass
 from actors.review import REVIEW_PASS
+from cluster.checks.prepare import PlannedShot
 from cluster.publish.review import ReviewJob
 from cluster.schedule.calls import review_look
 from cluster.schedule.shot_run import ShotRun
@@ -65,23 +66,32 @@ def write_tracks(run: ShotRun, url: str, measures: list[FaceMeasure]) -> dict[st
 
 def review_job(run: ShotRun, spec: JobSpec, flags: Sequence[Flag]) -> ReviewJob | None:
     """The shot's review media to write (None: no ``output.review``, or not made for this shot)."""
-    look = review_look(run, spec)
+    segments = [run.segments[c.index].passes.get(REVIEW_PASS) for c in run.shot.renders]
+    return shot_review(run.shot, spec, segments, flags)
+
+
+def shot_review(
+    shot: PlannedShot, spec: JobSpec, segments: Sequence[ChunkPass | None], flags: Sequence[Flag]
+) -> ReviewJob | None:
+    """The review media of ``shot`` from its chunks' review segments (in chunk order) and its flags
+    (None: no ``output.review``, or a chunk has no review segment)."""
+    look = review_look(shot.ref.name, shot.info, spec)
     if look is None or spec.output.review is None:
         return None
-    segments = [run.segments[c.index].passes.get(REVIEW_PASS) for c in run.shot.renders]
-    if not all(isinstance(s, VideoPass) for s in segments):  # a record from before (the key changed)
-        logger.warning("shot %s: a chunk has no review segment; no review movie", run.name)
+    videos = [s for s in segments if isinstance(s, VideoPass)]
+    if len(videos) != len(segments):  # a record from before (the key changed)
+        logger.warning("shot %s: a chunk has no review segment; no review movie", shot.ref.name)
         return None
-    movie = spec.output.review.movie_url(run.name, spec.job_id)
-    window = run.shot.window
+    movie = spec.output.review.movie_url(shot.ref.name, spec.job_id)
+    window = shot.window
     return ReviewJob(
-        shot=run.name,
+        shot=shot.ref.name,
         look=look,
-        segment_urls=[s.url for s in segments if isinstance(s, VideoPass)],
-        segment_sha256=[s.sha256 for s in segments if isinstance(s, VideoPass)],
-        info=run.shot.info,
-        source_url=run.shot.ref.url,
-        output_url=run.shot.ref.output_url,
+        segment_urls=[s.url for s in videos],
+        segment_sha256=[s.sha256 for s in videos],
+        info=shot.info,
+        source_url=shot.ref.url,
+        output_url=shot.ref.output_url,
         window=None if window.whole else window.delivered,
         flags=tuple(flags),
         movie_url=movie,

@@ -33,6 +33,8 @@ class ChunkRender:
     tasks: list[list[FaceTask]]
     key: RenderKey
     committed: RenderRecord | None
+    recut: bool = False
+    """``committed`` was cut back out of the published output (:mod:`cluster.state.recover`)."""
 
 
 @dataclass
@@ -104,13 +106,15 @@ class ShotRun:
 
     def segment_home(self, work_url: str) -> SegmentHome:
         """Where this shot's segments (and pass segments) are written: a record pointing elsewhere is ignored."""
-        if self.shot.is_sequence:
-            return SegmentHome(
-                frames_url=self.shot.ref.output_url,
-                pass_urls=self.shot.pass_urls,
-                folder=storage.join(work_url, "segments", self.name),  # review segments
-            )
-        return SegmentHome(folder=storage.join(work_url, "segments", self.name))
+        return segment_home(self.shot, work_url)
+
+
+def segment_home(shot: PlannedShot, work_url: str) -> SegmentHome:
+    """Where ``shot``'s segments (and pass and review segments) are written in the work area ``work_url``."""
+    folder = storage.join(work_url, "segments", shot.ref.name)
+    if shot.is_sequence:
+        return SegmentHome(frames_url=shot.ref.output_url, pass_urls=shot.pass_urls, folder=folder)
+    return SegmentHome(folder=folder)
 
 
 def log_progress(runs: Sequence[ShotRun], dispatcher: Dispatcher, elapsed: float) -> None:

@@ -61,10 +61,12 @@ class OutputSpec(Frozen):
     """Where segments, the manifest and the job summary go; None: ``.recast-work/<job_id>/`` beside
     the first output."""
     keep_segments: bool = False
-    """Keep a video shot's rendered segments in the work area once its output is published: a later run
-    of the job (notes acted on with ``fixes:``) then renders only the chunks a change touches and
-    reuses the others byte for byte; false: they are removed, and a later run renders every chunk.
-    Image sequences are written in place and always reused."""
+    """Keep a video shot's rendered segments in the work area once its output is published.  Not needed
+    for notes: with false (the default) they are removed, and a later run of the job (notes acted on
+    with ``fixes:``) cuts the chunks no change touches back out of the published output by stream copy,
+    byte for byte, and renders only the others.  True spares that download and cut, at the cost of a
+    second copy of every output in the work area.  Image sequences are written in place and always
+    reused; review segments are always kept (they are small)."""
     include_handles: bool = True
     """Deliver the handles (rendered) too; false: video outputs hold only ``frames``, and image
     sequences keep their handle frames as the source's."""

@@ -17,6 +17,7 @@ from typing import Any
 from cluster.spec.job import JobSpec
 from cluster.state.keys import AnalysisKey, RenderKey, ShotKey, TrackKey
 from cluster.state.manifest import JobManifest, RenderRecord, SegmentHome, digest
+from cluster.state.recover import PublishedMovies, WantedChunk, recover_chunks
 from pipeline.errors import RecastError
 from pipeline.geometry.types import Face
 from pipeline.store import storage
@@ -173,6 +174,22 @@ class Ledger:
         self.records_written += 1
         return None
 
+    def recovered_segments(
+        self, shot: str, wanted: list[WantedChunk], *, home: SegmentHome, movies: PublishedMovies
+    ) -> dict[int, RenderRecord]:
+        """Chunks whose segments are gone, cut back out of the shot's published output and committed
+        again (:mod:`cluster.state.recover`); chunk index -> its new record."""
+        if not self.resumed or not wanted:
+            return {}
+        out = {}
+        for record in recover_chunks(self.manifest, shot, wanted, home=home, movies=movies):
+            error = self.commit_segment(shot, record)
+            if error is not None:
+                self.manifest.set_aside(f"{shot} chunk {record.chunk}: {error}; rendered again")
+                continue
+            out[record.chunk] = record
+        return out
+
     # -- shot
     def published_output(self, shot: str, spec_key: ShotKey, output_url: str) -> dict[str, Any] | None:
         """The shot record if this job published ``output_url`` for ``spec_key``, unchanged since."""
@@ -192,6 +209,7 @@ class Ledger:
         render_keys: list[RenderKey],
         frame_sha256: dict[str, str] | None = None,
         passes: dict[str, str] | None = None,
+        review_flags: list[dict[str, Any]] | None = None,
     ) -> None:
         record: dict[str, Any] = {
             "status": "published",
@@ -207,6 +225,9 @@ class Ledger:
         if passes:
             # pass -> sha256 (matte, face) or URL (tracks files)
             record["passes"] = {name: strip_userinfo(value) for name, value in passes.items()}
+        if review_flags is not None:
+            # output.review: the flags its movie burns in, so a resume can make it again from records.
+            record["review_flags"] = review_flags
         self._write(f"the published output of {shot}", self.manifest.write_shot, shot, record, fresh=True)
 
     def shot_failed(self, shot: str, *, spec_key: ShotKey, error: str) -> None:

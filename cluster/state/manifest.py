@@ -304,6 +304,25 @@ class JobManifest:
     def read_render(self, shot: str, index: int, key: str, home: SegmentHome) -> RenderRecord | None:
         """The committed segment of chunk ``index`` if its key matches and its files are where this job
         writes them (``home``), there, with the recorded sizes and sha256 (every byte is read)."""
+        found = self.render_record(shot, index, key, home)
+        if found is None:
+            return None
+        try:
+            if not found.files_intact():
+                return None
+            bad = found.content_mismatch()
+        except StorageError:
+            return None  # segments are deleted once the shot is published
+        if bad is not None:
+            self.set_aside(
+                f"{shot} chunk {index}: segment {bad} does not match its recorded sha256; rendered again"
+            )
+            return None
+        return found
+
+    def render_record(self, shot: str, index: int, key: str, home: SegmentHome) -> RenderRecord | None:
+        """Chunk ``index``'s render record if its key matches and its URLs are where this job writes the
+        chunk's files (``home``); whether the files are still there is not looked at."""
         url = self._url(shot, self._chunk_name("render", index))
         record = self._read_json(url)
         if record is None or record.get("key") != key:
@@ -319,17 +338,6 @@ class JobManifest:
             self.set_aside(
                 f"{shot} chunk {index}: the record's segment {outside} is not in this job's segments of "
                 f"the shot; ignored, rendered again"
-            )
-            return None
-        try:
-            if not found.files_intact():
-                return None
-            bad = found.content_mismatch()
-        except StorageError:
-            return None  # segments are deleted once the shot is published
-        if bad is not None:
-            self.set_aside(
-                f"{shot} chunk {index}: segment {bad} does not match its recorded sha256; rendered again"
             )
             return None
         return found

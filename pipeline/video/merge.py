@@ -241,7 +241,7 @@ def _write(
     with contextlib.ExitStack() as stack:
         first = stack.enter_context(open_container(paths[0]))
         template = video_stream(segment_urls[0], first)
-        colour = _segment_colour(paths[0], template)
+        colour = segment_colour(paths[0], template)
         out = stack.enter_context(av.open(local_out, mode="w", format=fmt, options=mux_options(fmt, colour)))
         extradata = template.codec_context.extradata
         out_video = out.add_stream_from_template(template)
@@ -320,7 +320,7 @@ def _write(
         return frames
 
 
-def _segment_colour(path: str, stream: av.VideoStream) -> ColourTags:
+def segment_colour(path: str, stream: av.VideoStream) -> ColourTags:
     """The tags a segment was written with: its ``colr`` box (none: unspecified) and its stream's range."""
     ctx = stream.codec_context
     box = read_colr(path) if path.endswith((".mov", ".mp4")) else None

@@ -1,7 +1,9 @@
 """Fixes through a whole job on a local Ray: a finished job resubmitted with a ``keep_plate`` fix inside one
-chunk renders that chunk again and nothing else (no analysis, the other segments byte for byte), the
-fixed frames show the plate's face, and the summary says which chunk and why; a fix naming a track that is
-not on its frames fails the shot naming the fix.  (The units: ``tests/pipeline/tracking/test_fixes.py``.)
+chunk renders that chunk again and nothing else (no analysis; the other chunks, whose segments were removed
+at the first publish, cut back out of the published output with their packets byte for byte), the fixed
+frames show the plate's face, and the summary says which chunk and why; a fix naming a track that is not
+on its frames fails the shot naming the fix.  (The units: ``tests/pipeline/tracking/test_fixes.py``;
+``output.keep_segments``: ``test_fixes_crossing_job.py``.)
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ def media(tmp_path_factory) -> dict[str, str]:
     return make_media(str(tmp_path_factory.mktemp("fixes-media")))
 
 
+def packets(path: str) -> list[tuple[bytes, int | None, int | None]]:
+    """The video packets in decode order, with their timestamps."""
+    with av.open(path) as container:
+        return [(bytes(p), p.pts, p.dts) for p in container.demux(video=0) if p.size]
+
+
 def decode(path: str) -> list[np.ndarray]:
     with av.open(path) as container:
         return [f.to_ndarray(format="rgb24").astype(np.int16) for f in container.decode(video=0)]
@@ -34,7 +42,8 @@ def decode(path: str) -> list[np.ndarray]:
 def spec(media: dict[str, str], out: str, fixes: list[dict]):
     data = job_spec(media, out, "fixes")
     data["shots"] = [{"name": "plate", "url": media["plate"], "fixes": fixes}]
-    data["output"].update(if_exists="overwrite", keep_segments=True)
+    data["output"].update(if_exists="overwrite")  # keep_segments: false, the default
+    data["output"]["review"] = {"url": os.path.join(out, "review", "{shot}_review.mp4"), "layout": "after"}
     return parse_spec(data)
 
 
@@ -46,7 +55,12 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     assert first.status == "published" and first.chunks_rendered == 3 and first.analyses_run == 3
     assert first.to_dict().get("fixes_rerendered") is None  # summary.json as before without fixes
     assert first.to_dict().get("fixes") is None
-    before_frames = decode(output)
+    before_frames, before_packets = decode(output), packets(output)
+    movie = os.path.join(out, "review", "plate_review.mp4")
+    assert first.review is not None and first.review.frames == len(decode(movie)) == 72
+    # Once published only the (small) review segments stay, one per chunk.
+    kept = sorted(os.listdir(os.path.join(work, "segments", "plate")))
+    assert len(kept) == 3 and all(name.endswith(".review.mp4") for name in kept), kept
     before_renders = records(work, "plate", "render")
     tracks = records(work, "plate", "track")
     on_screen = sorted({i for frame in tracks[1]["track_ids"] for i in frame})
@@ -56,7 +70,7 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     (second,) = run_job(spec(media, out, [{"frames": "30-40", "track": track, "action": "keep_plate"}])).shots
     assert second.status == "published", second.error
     assert (second.analyses_run, second.analyses_reused) == (0, 3)
-    assert (second.chunks_rendered, second.chunks_reused) == (1, 2)
+    assert (second.chunks_rendered, second.chunks_reused, second.chunks_recut) == (1, 2, 2)
     assert [c.to_dict() for c in second.fixes_rerendered] == [
         {"chunk": 1, "frames": [24, 47], "reasons": [f"fix 0 (frames 30-40, track {track}) changed"]}
     ]
@@ -70,10 +84,21 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     page = Path(work, "report.html").read_text()
     assert 'class="fix" data-fix="0"' in page and 'data-chunk="1"' in page and 'form class="notes"' in page
     after_renders = records(work, "plate", "render")
-    for index in (0, 2):  # reused byte for byte: the same segment and sha256
+    for index in (0, 2):  # reused: the same render, its segment cut back out of the first output
         assert after_renders[index]["key"] == before_renders[index]["key"]
-        assert after_renders[index]["sha256"] == before_renders[index]["sha256"]
+        assert after_renders[index]["frames"] == 24
     assert after_renders[1]["key"] != before_renders[1]["key"]
+    # The cut segments are removed again; the review segments of this run's renders stay.
+    now_kept = sorted(os.listdir(os.path.join(work, "segments", "plate")))
+    assert len(now_kept) == 3 and now_kept[0] == kept[0] and now_kept[2] == kept[2], (kept, now_kept)
+    assert now_kept[1] != kept[1] and now_kept[1].endswith(".review.mp4")
+    # The review movie is whole again: chunk 1's new review frames between the kept ones.
+    assert second.review is not None and second.review.frames == len(decode(movie)) == 72
+    # Chunks 0 and 2 are the first run's packets byte for byte, at the same timestamps; chunk 1's differ.
+    after_packets = packets(output)
+    assert len(after_packets) == len(before_packets) == 72
+    assert after_packets[:24] == before_packets[:24] and after_packets[48:] == before_packets[48:]
+    assert after_packets[24:48] != before_packets[24:48]
 
     after_frames, plate = decode(output), decode(media["plate"])
     assert len(after_frames) == len(before_frames) == len(plate) == 72

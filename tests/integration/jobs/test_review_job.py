@@ -125,6 +125,26 @@ def test_review_movie_playlist_and_contact_sheet(ray_local, tmp_path) -> None:
     reference = draw_labels(blank, [stamp_label(look, stamp)], look.text)
     assert np.abs(_region(_frames(windowed)[0], box) - _region(reference, box)).mean() < 12
 
+    # A driver stopped after sh010 was published but before its review was written: the resumed job
+    # keeps the output and makes the review media again from the records and the kept review segments.
+    folder = tmp_path / "out" / ".recast-work" / "dailies" / "segments" / "sh010"
+    kept = sorted(p.name for p in folder.iterdir())
+    assert len(kept) == 2 and all(name.endswith(".review.mp4") for name in kept), kept
+    (folder / "00000-leftover.mp4").write_bytes(b"a segment the stopped driver did not remove")
+    (tmp_path / "review" / "sh010_review.mp4").rename(tmp_path / "first_review.mp4")
+    (tmp_path / "review" / "sh010_review_contact.png").unlink()
+    again = run_job(parse_spec(job))
+    assert again.ok and not again.warnings, again.table()
+    shot = next(s for s in again.shots if s.name == "sh010")
+    assert shot.reused and shot.chunks_rendered == 0 and shot.review is not None
+    assert shot.review.frames == 2 * FPS and shot.review.flagged_frames == review["flagged_frames"]
+    made = _frames(movie)
+    assert len(made) == len(frames)
+    for before, after in zip(frames, made, strict=True):  # the same burn-ins and flags
+        assert np.abs(before.astype(np.int16) - after.astype(np.int16)).mean() < 1.0
+    assert (tmp_path / "review" / "sh010_review_contact.png").exists()
+    assert sorted(p.name for p in folder.iterdir()) == kept  # the leftover segment is gone
+
 
 def test_an_exr_plate_review_is_shown_through_its_display_view(ray_local, tmp_path) -> None:
     import OpenImageIO as oiio
