@@ -23,7 +23,7 @@ from cluster.spec.fixes import fix_ops, fix_records, fixes_of_chunk, rerender_re
 from cluster.spec.shot_refs import ShotSettings
 from cluster.state.ledger import Ledger
 from pipeline.geometry.types import Face
-from pipeline.passes.tracks import TrackFrame, track_frames
+from pipeline.passes.tracks import TrackFrame, plan_track_frames
 from pipeline.tracking.fixes import FixOp
 from pipeline.video.chunking import Chunk
 from pipeline.video.probe import VideoInfo
@@ -87,19 +87,7 @@ class ShotPlanner:
         numbers = shot.info.frame_numbers(first, end)
         records: list[TrackFrame] = []
         if "tracks" in shot.pass_urls:
-            parts = {t: summary.parts or (t,) for t, summary in face_plan.tracks.items()}
-            identities = {t: summary.identity for t, summary in face_plan.tracks.items()}
-            records = list(
-                track_frames(
-                    numbers,
-                    faces,
-                    track_ids,
-                    face_plan.tasks,
-                    parts=parts,
-                    identities=identities,
-                    similarity={},
-                )
-            )
+            records = plan_track_frames(numbers, faces, track_ids, face_plan, fixes=ops)
         qc = self._plan_qc(run, numbers, faces, track_ids, face_plan) if spec.qc.enabled else None
         frames_url = shot.ref.output_url if shot.is_sequence else None
         chunks = []
