@@ -31,10 +31,14 @@ def decode(path: str) -> list[np.ndarray]:
         return [f.to_ndarray(format="rgb24").astype(np.int16) for f in container.decode(video=0)]
 
 
+def tracks_pass(out: str) -> list[dict]:
+    return [json.loads(line) for line in Path(out, "plate_tracks.jsonl").read_text().splitlines()]
+
+
 def spec(media: dict[str, str], out: str, fixes: list[dict]):
     data = job_spec(media, out, "fixes")
     data["shots"] = [{"name": "plate", "url": media["plate"], "fixes": fixes}]
-    data["output"].update(if_exists="overwrite", keep_segments=True)
+    data["output"].update(if_exists="overwrite", keep_segments=True, passes=["tracks"])
     return parse_spec(data)
 
 
@@ -47,6 +51,7 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     assert first.to_dict().get("fixes_rerendered") is None  # summary.json as before without fixes
     assert first.to_dict().get("fixes") is None
     before_frames = decode(output)
+    assert all("fix" not in line for line in tracks_pass(out))  # the tracks pass as before without fixes
     before_renders = records(work, "plate", "render")
     tracks = records(work, "plate", "track")
     on_screen = sorted({i for frame in tracks[1]["track_ids"] for i in frame})
@@ -64,6 +69,11 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     assert second.to_dict()["fixes"] == [
         {"index": 0, "kind": "keep_plate", "frames": [30, 40], "track": track, "label": label}
     ]
+    # The tracks pass shows the kept frames as kept by fix 0, not as lost.
+    lines = tracks_pass(out)
+    fixed = [line for line in lines if "fix" in line]
+    assert sorted(line["frame"] for line in fixed) == list(range(30, 41))
+    assert all(line["state"] == "kept" and line["fix"] == 0 and line["track"] == track for line in fixed)
     # The report marks the fix on the shot's strip, lists the chunk rendered again, offers the notes.
     report = json.loads(Path(work, "report.json").read_text())
     assert report["identities"] == ["hero"] and report["shots"][0]["frame_size"] == [240, 180]
