@@ -101,13 +101,18 @@ class ShotReport:
     """The plate's display rotation in degrees (its thumbnails are shown turned by it)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The shot's summary and the report's additions; ``review`` is the review list here, so the
+        summary's review media (``summary.json``'s ``review``) are ``review_media``."""
+        out = {
             **self.summary.to_dict(),
             "retries": self.retries,
             "warnings": self.warnings,
             "thumbnails": self.thumbnails,
             "review": [r.to_dict() for r in self.review],
         } | ({"frame_size": list(self.frame_size)} if self.frame_size is not None else {})
+        if self.summary.review is not None:
+            out["review_media"] = self.summary.review.to_dict()
+        return out
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cluster.report.data import CPU_PROVIDER, JobReport, ShotReport, TimelineEntry, busy_ratios
+from cluster.report.links import media_link
 from cluster.report.notes import CSS as NOTES_CSS
 from cluster.report.notes import SCRIPT as NOTES_SCRIPT
 from cluster.report.provenance import provenance_section
@@ -91,6 +92,8 @@ figure .pair{display:flex;gap:6px}
 figure .pair div{display:flex;flex-direction:column;font-size:11px;color:#5b6570}
 figure img{display:block;max-width:240px;height:auto;border:1px solid #d9dde2}
 figcaption{font-size:12px;margin-top:4px;font-weight:600}
+.url{font:12px ui-monospace,monospace;color:#5b6570;word-break:break-all}
+td.review{white-space:nowrap}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:4px;vertical-align:-1px}
 """
@@ -114,10 +117,11 @@ def render_html(report: JobReport, thumbs: Mapping[str, Sequence[Thumb]]) -> str
         f"<title>{_e(title)}</title><style>{CSS}{QC_CSS}{NOTES_CSS}</style></head><body><main>",
         f"<h1>{_e(title)}</h1>",
         _meta_line(report),
+        _playlist(job),
         _banner(job, shots, state, report.retries),
         _warnings(job, shots),
         "<h2>Shots</h2>",
-        _shot_table(shots),
+        _shot_table(shots, job.work_url),
         provenance_section([s.summary for s in shots]),
         '<h2 id="review">Frames to review</h2>' if review else "",
         qc_sections(shots, thumbs, report.identities) if review else "",
@@ -138,6 +142,32 @@ def _meta_line(report: JobReport) -> str:
         f'<div class="meta">report generated {_e(report.generated_at)}'
         f" · work area {_e(report.summary.work_url)}</div>"
     )
+
+
+def _link(url: str, label: str, report_dir: str) -> str:
+    """``label`` linked to ``url`` relative to the report where it can be, else ``label`` and the URL as text."""
+    link = media_link(url, report_dir)
+    if link.href is None:
+        return f'{_e(label)} <span class="url">{_e(link.text)}</span>'
+    return f'<a href="{_e(link.href)}" title="{_e(link.text)}">{_e(label)}</a>'
+
+
+def _playlist(job: JobSummary) -> str:
+    """The review playlist of the whole job (``output.review_timeline_url``), once, at the top."""
+    if job.review_timeline_url is None:
+        return ""
+    link = _link(job.review_timeline_url, "review playlist", job.work_url)
+    return f'<div class="card review-playlist">Dailies: {link} (OTIO, every shot\'s review movie)</div>'
+
+
+def _review_cell(shot: ShotReport, report_dir: str) -> str:
+    review = shot.summary.review
+    if review is None:
+        return "<td>–</td>"
+    movie = _link(review.movie_url, "review movie", report_dir)
+    contact = _link(review.contact_url, "contact sheet", report_dir)
+    counts = f"{review.frames:,} frames, {review.flagged_frames:,} flagged"
+    return f'<td class="review">{movie}<br>{contact}<div class="meta">{counts}</div></td>'
 
 
 def _banner(job: JobSummary, shots: Sequence[ShotReport], state: str, retries: int) -> str:
@@ -192,10 +222,14 @@ def _providers_html(providers: Mapping[str, Sequence[str]]) -> str:
     return "<br>".join(rows)
 
 
-def _shot_table(shots: Sequence[ShotReport]) -> str:
+def _shot_table(shots: Sequence[ShotReport], report_dir: str) -> str:
+    """One row per shot; a "Review" column (the review movie and contact sheet) when a shot has them."""
+    review = any(s.summary.review is not None for s in shots)
     head = (
         "<tr><th>Shot</th><th>Status</th><th>Frames</th><th>Chunks</th><th>Faces swapped</th>"
-        "<th>fps</th><th>Time</th><th>Encoder</th><th>Execution providers</th><th>Warnings</th></tr>"
+        "<th>fps</th><th>Time</th><th>Encoder</th><th>Execution providers</th><th>Warnings</th>"
+        + ("<th>Review</th>" if review else "")
+        + "</tr>"
     )
     rows = []
     for shot in shots:
@@ -212,7 +246,7 @@ def _shot_table(shots: Sequence[ShotReport]) -> str:
             f'<td class="n">{_duration(reported(s.seconds))}</td>'
             f"<td>{_e(s.encoder or '–')}</td>"
             f"<td>{_providers_html(s.providers)}</td>"
-            f"<td>{warnings}</td></tr>"
+            f"<td>{warnings}</td>" + (_review_cell(shot, report_dir) if review else "") + "</tr>"
         )
     return f"<table>{head}{''.join(rows)}</table>"
 

@@ -10,6 +10,12 @@ The file is the form ``jobs.render --fixes FILE`` reads (:mod:`cluster.spec.fixe
       - {frames: "1013-1028", track: 2, action: keep_plate}
       - {frames: "1070-1070", box: {1070: [410, 120, 530, 270]}, identity: "hero"}
 
+A ``faces`` note sets render settings on its frames (the keys a fix may carry,
+:data:`~pipeline.tracking.fixes.RENDER_FACE_FIELDS`, with the ranges :class:`~pipeline.faces.config.FaceConfig`
+allows; the form's inputs are made from them)::
+
+      - {frames: "1081-1092", faces: {enhance: true, mask_blur: 0.12}}
+
 Its ``fixes:`` list can also be pasted under the shot in the spec.  A box is dragged on a review row's
 "before" picture; its corners are scaled from the picture to the plate's pixels (the frame's real size,
 ``data-w``/``data-h``) and keyed on that picture's frame number (``data-frame``).
@@ -22,6 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from cluster.report.summary import FixMark, RerenderedChunk
+from pipeline.faces.config import FaceConfig
+from pipeline.tracking.fixes import RENDER_FACE_FIELDS
 
 CSS = """
 .notes{margin-top:10px;padding:8px 10px;background:#f3f6fa;border-radius:6px;font-size:13px}
@@ -29,6 +37,8 @@ CSS = """
 .notes input[name=frames]{width:110px}.notes input[name=track]{width:56px}
 .notes pre{background:#fff;border:1px solid #d9dde2;padding:6px;margin:6px 0;min-height:1.5em;white-space:pre-wrap}
 .notes .err{color:#c62828}
+.notes fieldset{border:1px solid #d9dde2;border-radius:4px;margin:6px 0;padding:4px 8px}
+.notes fieldset input{width:64px}
 .pick{position:relative;display:inline-block;cursor:crosshair;user-select:none}
 .pick .sel{position:absolute;border:2px solid #00e5ff;pointer-events:none;display:none}
 .fixlist li{margin:2px 0}
@@ -44,6 +54,7 @@ SCRIPT = r"""
     if (f.action) parts.push('action: ' + f.action);
     if (f.box) parts.push('box: {' + Object.keys(f.box).map(k => k + ': [' + f.box[k].join(', ') + ']').join(', ') + '}');
     if (f.identity) parts.push('identity: ' + q(f.identity));
+    if (f.faces) parts.push('faces: {' + Object.keys(f.faces).map(k => k + ': ' + q(f.faces[k])).join(', ') + '}');
     return '  - {' + parts.join(', ') + '}';
   };
   const shotYaml = (shot, fixes) => 'shot: ' + q(shot) + '\nfixes:\n' + fixes.map(fixYaml).join('\n') + '\n';
@@ -68,6 +79,22 @@ SCRIPT = r"""
     const out = form.querySelector('pre'), err = form.querySelector('.err');
     let box = {};
     const show = () => { out.textContent = fixes.length ? shotYaml(shot, fixes) : ''; field('download').disabled = !fixes.length; };
+    const settings = form.querySelector('fieldset.faces');
+    const kind = () => { settings.hidden = field('action').value !== 'faces'; };
+    field('action').addEventListener('change', kind);
+    // The faces settings set (empty: unchanged), or an error naming the first out of its range.
+    const faces = () => {
+      const out = {};
+      for (const input of settings.querySelectorAll('[data-face]')) {
+        const key = input.dataset.face, v = input.value.trim();
+        if (v === '') continue;
+        if (input.dataset.kind === 'bool') { out[key] = v === 'true'; continue; }
+        const n = Number(v), lo = Number(input.min), hi = Number(input.max);
+        if (!Number.isFinite(n) || n < lo || n > hi) return key + ': a number from ' + lo + ' to ' + hi;
+        out[key] = n;
+      }
+      return Object.keys(out).length ? out : 'faces: set at least one setting';
+    };
     card.querySelectorAll('button.note').forEach(b => b.addEventListener('click', () => {
       field('frames').value = b.dataset.frames; field('track').value = b.dataset.track || '';
       form.scrollIntoView({block: 'nearest'});
@@ -110,6 +137,10 @@ SCRIPT = r"""
       if (action === 'box') {
         if (!Object.keys(box).length) { err.textContent = 'drag a box on a picture of these frames'; return; }
         fix.box = box; if (identity) fix.identity = identity;
+      } else if (action === 'faces') {
+        const set = faces();
+        if (typeof set === 'string') { err.textContent = set; return; }
+        fix.faces = set;
       } else {
         if (!/^\d+$/.test(track)) { err.textContent = 'track: give the track number'; return; }
         fix.track = parseInt(track, 10);
@@ -128,7 +159,7 @@ SCRIPT = r"""
       document.body.appendChild(a); a.click(); a.remove();
       setTimeout(() => URL.revokeObjectURL(a.href), 10000);
     });
-    show();
+    show(); kind();
   });
 })();
 """
@@ -139,22 +170,50 @@ def _e(value: Any) -> str:
 
 
 def note_form(identities: Sequence[str]) -> str:
-    """A shot card's form: frames, track, action (keep the plate, another identity, a box), the fixes
-    written so far as YAML, and the download."""
+    """A shot card's form: frames, track, action (keep the plate, another identity, a box, render
+    settings), the fixes written so far as YAML, and the download."""
     choices = "".join(f'<option value="{_e(n)}">{_e(n)}</option>' for n in identities)
     return (
-        '<form class="notes"><b>Write a note as a fix</b> '
+        '<form class="notes" novalidate><b>Write a note as a fix</b> '
         '<span class="meta">(a row\'s "note" button fills in its frames and track; drag on a "before" '
         "picture to draw a missed face's box)</span><br>"
         '<label>frames <input name="frames" placeholder="1013-1028"></label>'
         '<label>track <input name="track" inputmode="numeric"></label>'
         '<label>action <select name="action"><option value="keep_plate">keep the plate</option>'
         '<option value="identity">another identity</option><option value="box">a missed face (box)</option>'
+        '<option value="faces">render settings (faces)</option>'
         "</select></label>"
         f'<label>identity <select name="identity"><option value="">–</option>{choices}</select></label>'
+        f"{faces_inputs()}"
         '<input name="box" type="hidden"><button type="submit" name="add">add fix</button> '
         '<button type="button" name="download" disabled>download fixes YAML</button>'
         '<div class="err"></div><pre></pre></form>'
+    )
+
+
+def faces_inputs() -> str:
+    """The ``faces`` settings a fix may set, one input each (empty: unchanged): a yes/no choice for a switch,
+    a number within the range :class:`~pipeline.faces.config.FaceConfig` allows, the shot's default shown."""
+    out = []
+    for key in RENDER_FACE_FIELDS:
+        info = FaceConfig.model_fields[key]
+        if info.annotation is bool:
+            options = "".join(f'<option value="{v}">{v}</option>' for v in ("true", "false"))
+            control = (
+                f'<select name="faces.{key}" data-face="{key}" data-kind="bool" title="default: '
+                f'{str(info.default).lower()}"><option value="">–</option>{options}</select>'
+            )
+        else:
+            low = next(m.ge for m in info.metadata if hasattr(m, "ge"))  # Field(ge=..., le=...)
+            high = next(m.le for m in info.metadata if hasattr(m, "le"))
+            control = (
+                f'<input name="faces.{key}" data-face="{key}" data-kind="number" type="number" step="any" '
+                f'min="{low}" max="{high}" placeholder="{info.default}" title="{low} to {high}">'
+            )
+        out.append(f"<label>{_e(key)} {control}</label>")
+    return (
+        '<fieldset class="faces"><legend>render settings on these frames (empty: the shot\'s)</legend>'
+        f"{''.join(out)}</fieldset>"
     )
 
 

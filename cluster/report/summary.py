@@ -241,6 +241,8 @@ class JobSummary:
     edit: dict[str, Any] | None = None
     """With ``edit:``, what the cut gave (``EditPlan.summary``): clips, skipped clips and why, clamped
     handles, whether ``output.timeline_url`` was written."""
+    review_timeline_url: str | None = None
+    """The playlist of the job's review movies (``output.review_timeline_url``), once written."""
 
     @property
     def ok(self) -> bool:
@@ -272,7 +274,7 @@ class JobSummary:
 
     def job_dict(self) -> dict[str, Any]:
         """:meth:`to_dict` without ``shots`` (the job's own figures: the report's ``job``)."""
-        return {
+        out = {
             "job_id": self.job_id,
             "ok": self.ok,
             "work_url": self.work_url,
@@ -291,6 +293,9 @@ class JobSummary:
             "lease": self.lease,
             "actor_info": [a.to_dict() for a in self.actor_info],
         } | ({"edit": self.edit} if self.edit is not None else {})
+        if self.review_timeline_url is not None:
+            out["review_timeline_url"] = self.review_timeline_url
+        return out
 
     def table(self) -> str:
         """A human-readable table, one line per shot, then the job line."""

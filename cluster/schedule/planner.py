@@ -26,7 +26,7 @@ from cluster.state.ledger import Ledger
 from cluster.state.manifest import SegmentHome
 from cluster.state.recover import PublishedMovies, WantedChunk
 from pipeline.geometry.types import Face
-from pipeline.passes.tracks import TrackFrame, track_frames
+from pipeline.passes.tracks import TrackFrame, plan_track_frames
 from pipeline.tracking.fixes import FixOp
 from pipeline.video.chunking import Chunk
 from pipeline.video.probe import VideoInfo
@@ -90,19 +90,7 @@ class ShotPlanner:
         numbers = shot.info.frame_numbers(first, end)
         records: list[TrackFrame] = []
         if "tracks" in shot.pass_urls:
-            parts = {t: summary.parts or (t,) for t, summary in face_plan.tracks.items()}
-            identities = {t: summary.identity for t, summary in face_plan.tracks.items()}
-            records = list(
-                track_frames(
-                    numbers,
-                    faces,
-                    track_ids,
-                    face_plan.tasks,
-                    parts=parts,
-                    identities=identities,
-                    similarity={},
-                )
-            )
+            records = plan_track_frames(numbers, faces, track_ids, face_plan, fixes=ops)
         qc = self._plan_qc(run, numbers, faces, track_ids, face_plan) if spec.qc.enabled else None
         frames_url = shot.ref.output_url if shot.is_sequence else None
         chunks = []

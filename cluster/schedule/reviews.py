@@ -78,6 +78,7 @@ def write_reviews(
     except RecastError as exc:
         observer.summary.failures.append(f"output.review_timeline_url: {exc}")
         return
+    observer.summary.review_timeline_url = url
     logger.info("job %s: review playlist of %d shot(s) written to %s", spec.job_id, len(clips), url)
 
 

@@ -10,6 +10,18 @@ replaced from its neighbours), ``missing`` (neither: left as the plate).  ``land
 are the detector's, ``landmarks`` the smoothed ones that were rendered; ``similarity`` is
 the output face's cosine to the identity where QC measured it.
 
+Where a shot's ``fixes:`` (:mod:`pipeline.tracking.fixes`) decide a record, it carries
+``"fix": j``, the fix's position in the shot's ``fixes:`` (absent otherwise, so a shot
+without fixes writes the records it always did):
+
+* ``keep_plate``: ``state`` is ``kept`` (left as the plate on purpose, not lost);
+* ``identity``: ``identity`` is the fix's on its frames (``state`` as without the fix);
+* ``box``: a track of its own (:data:`~pipeline.tracking.fixes.FIX_TRACK_BASE` + j) with
+  ``state`` ``box``, the fix's identity, the interpolated box and the template landmarks the
+  plan placed in it (the render may move them to the face its detector finds in the box).
+
+``faces`` fixes change render settings only and mark no record.
+
 The ``.chan`` file has one line per frame with a face: ``frame tx ty tz rx ry rz sx sy sz``,
 the face's similarity transform (the 112 px ArcFace template placed on the face):
 translation of the template's centre in Nuke's pixel coordinates (origin bottom left,
@@ -29,6 +41,15 @@ import numpy as np
 
 from pipeline.geometry.align import estimate_similarity, invert_affine
 from pipeline.geometry.types import Face, FaceTask
+from pipeline.tracking.faceplan import ShotFacePlan
+from pipeline.tracking.fixes import (
+    FIX_TRACK_BASE,
+    AddBox,
+    FaceSettings,
+    FixOp,
+    KeepPlate,
+    SwitchIdentity,
+)
 
 TEMPLATE_SIZE = 112
 
@@ -45,6 +66,8 @@ class TrackFrame:
     box: list[float] | None
     landmarks_raw: list[list[float]] | None
     landmarks: list[list[float]] | None
+    fix: int | None = None
+    """The position of the shot's fix that decided this record (None: no fix did)."""
 
 
 def face_transform(landmarks: np.ndarray, height: int) -> tuple[float, float, float, float]:
@@ -68,13 +91,15 @@ def track_frames(
     parts: Mapping[int, Sequence[int]],
     identities: Mapping[int, str | None],
     similarity: Mapping[tuple[int, int], float],
+    fixes: Sequence[FixOp] = (),
 ) -> Iterator[TrackFrame]:
     """Every plan track's record in every frame of its span.
 
     ``numbers[i]``: frame number of analysed frame i; ``faces``/``track_ids``: the detections
     and their tracker ids; ``tasks``: what was rendered (plan track ids); ``parts``: plan track
     -> tracker ids stitched into it; ``identities``: plan track -> identity (None: untouched);
-    ``similarity``: (plan track, frame index) -> the output face's cosine to its identity.
+    ``similarity``: (plan track, frame index) -> the output face's cosine to its identity;
+    ``fixes``: the shot's fixes that made ``tasks`` (:func:`~pipeline.tracking.fixes.apply_fixes`).
     """
     owner = {part: track for track, ids in parts.items() for part in ids}
     spans: dict[int, list[int]] = {}
@@ -95,16 +120,66 @@ def track_frames(
             state = "detected" if found is not None else ("bridged" if task is not None else "missing")
             if found is not None and task is None and identities.get(track) is not None:
                 state = "missing"  # found but not replaced
+            identity, fix = identities.get(track), None
+            for j, op in _fixes_on(fixes, track, i, rendered=task is not None):
+                fix = j
+                if isinstance(op, KeepPlate):
+                    state = "kept"
+                elif isinstance(op, SwitchIdentity):
+                    identity = op.identity
+                else:
+                    state, identity = "box", op.identity
             yield TrackFrame(
                 track=track,
                 frame=int(numbers[i]),
                 state=state,
-                identity=identities.get(track),
+                identity=identity,
                 similarity=similarity.get((track, i)),
                 box=_floats(task.box if task is not None else found.box if found is not None else None),
                 landmarks_raw=None if found is None else np.asarray(found.landmarks, float).round(3).tolist(),
                 landmarks=None if task is None else np.asarray(task.landmarks, float).round(3).tolist(),
+                fix=fix,
             )
+
+
+def plan_track_frames(
+    numbers: Sequence[int],
+    faces: Sequence[Sequence[Face]],
+    track_ids: Sequence[Sequence[int]],
+    plan: ShotFacePlan,
+    *,
+    fixes: Sequence[FixOp] = (),
+) -> list[TrackFrame]:
+    """:func:`track_frames` of a shot's face plan, ``fixes`` applied to it
+    (:func:`~pipeline.tracking.fixes.apply_fixes`); similarity comes later, from QC's measures."""
+    return list(
+        track_frames(
+            numbers,
+            faces,
+            track_ids,
+            plan.tasks,
+            parts={t: summary.parts or (t,) for t, summary in plan.tracks.items()},
+            identities={t: summary.identity for t, summary in plan.tracks.items()},
+            similarity={},
+            fixes=fixes,
+        )
+    )
+
+
+def _fixes_on(
+    fixes: Sequence[FixOp], track: int, i: int, *, rendered: bool
+) -> Iterator[tuple[int, KeepPlate | SwitchIdentity | AddBox]]:
+    """The fixes (position, fix) that decide ``track``'s record on frame index ``i``, in order (the
+    last wins): a keep where the track is not rendered, an identity where it is, the box of its own."""
+    for j, op in enumerate(fixes):
+        if not op.span.start <= i < op.span.end or isinstance(op, FaceSettings):
+            continue
+        if isinstance(op, AddBox):
+            decides = rendered and track == FIX_TRACK_BASE + j
+        else:
+            decides = op.track == track and rendered == isinstance(op, SwitchIdentity)
+        if decides:
+            yield j, op
 
 
 def _floats(values: np.ndarray | None) -> list[float] | None:
@@ -112,8 +187,15 @@ def _floats(values: np.ndarray | None) -> list[float] | None:
 
 
 def jsonl(records: Sequence[TrackFrame]) -> bytes:
-    """The records as JSON lines."""
-    return "".join(json.dumps(r.__dict__, separators=(",", ":")) + "\n" for r in records).encode()
+    """The records as JSON lines (``fix`` only where a fix decided the record)."""
+    return "".join(json.dumps(_fields(r), separators=(",", ":")) + "\n" for r in records).encode()
+
+
+def _fields(record: TrackFrame) -> dict[str, object]:
+    fields = dict(record.__dict__)
+    if fields["fix"] is None:
+        del fields["fix"]
+    return fields
 
 
 def chan(records: Sequence[TrackFrame], height: int) -> bytes:

@@ -12,11 +12,14 @@ import pytest
 import yaml
 
 from cluster.report.build import NoteChoices, build_report, write_report
+from cluster.report.notes import faces_inputs
 from cluster.report.summary import RerenderedChunk, fix_marks
-from cluster.spec.fixes import BoxFix, IdentityFix, KeepPlateFix
+from cluster.spec.fixes import BoxFix, FacesFix, IdentityFix, KeepPlateFix
 from cluster.spec.fixes_file import merge_fixes, read_fixes_file
 from cluster.spec.job import parse_spec
+from pipeline.faces.config import FaceConfig
 from pipeline.thumbnails import boundary_frames, thumbnails
+from pipeline.tracking.fixes import RENDER_FACE_FIELDS
 from pipeline.video.probe import VideoInfo, probe
 from tests.clips import ClipSpec, write_clip
 from tests.cluster.report.browser import check_page, find_chromium
@@ -31,7 +34,8 @@ from tests.cluster.report.sample_report import (
 )
 
 # Evaluated in the page: a note on each of the three flagged ranges (keep the plate on 5-7, a box dragged
-# on frame 23's picture, another identity on 11-12), then the download.
+# on frame 23's picture, another identity on 11-12), render settings typed for 13-14 (first with a value out
+# of its range, refused), then the download.
 NOTES_PROBE = """JSON.stringify((() => {
   const card = document.querySelector('.card.qc');
   const form = card.querySelector('form.notes'), rows = card.querySelectorAll('tr.flag');
@@ -46,8 +50,15 @@ NOTES_PROBE = """JSON.stringify((() => {
   set('identity', 'bob'); add();
   rows[2].querySelector('button.note').click();
   set('action', 'identity'); set('identity', 'anna'); add();
+  const settings = form.querySelector('fieldset.faces'), hidden = settings.hidden;
+  set('frames', '13-14'); set('action', 'faces');
+  form.elements.namedItem('action').dispatchEvent(new Event('change'));
+  set('faces.mask_blur', '0.9'); add();
+  const refused = form.querySelector('.err').textContent;
+  set('faces.mask_blur', '0.12'); set('faces.enhance', 'true'); add();
   form.elements.namedItem('download').click();
   return {yaml: form.querySelector('pre').textContent, error: form.querySelector('.err').textContent,
+    faces: {hidden: hidden, shown: !settings.hidden, refused: refused},
     picture: [r.width, r.height, img.dataset.frame],
     marks: Array.from(card.querySelectorAll('svg rect.fix')).map(m => [m.dataset.fix, m.textContent]),
     listed: Array.from(card.querySelectorAll('.fixlist li')).map(li => li.textContent)};
@@ -127,6 +138,7 @@ def test_notes_are_written_as_fixes_and_downloaded(
     assert check.errors == [] and check.requests == []
     got = check.probe
     assert got["error"] == ""
+    assert got["faces"] == {"hidden": True, "shown": True, "refused": "mask_blur: a number from 0 to 0.5"}
     assert got["marks"] == [["0", "fix 0 (frames 0-2, track 0): keep the plate"]]
     assert got["listed"] == [
         "fix 0 (frames 0-2, track 0): keep the plate",
@@ -150,13 +162,33 @@ def test_notes_are_written_as_fixes_and_downloaded(
             {"frames": "5-7", "track": 0, "action": "keep_plate"},
             {"frames": "23-23", "identity": "bob"},
             {"frames": "11-12", "track": 0, "identity": "anna"},
+            {"frames": "13-14", "faces": {"enhance": True, "mask_blur": 0.12}},
         ],
     }
     # The download is what `jobs.render --fixes FILE` reads, and the spec accepts it.
     merged_data, merged = merge_fixes(_spec(source, tmp_path), [read_fixes_file(str(check.downloads[0]))])
     fixes = parse_spec(merged_data).shots[0].fixes
-    assert [type(f) for f in fixes] == [KeepPlateFix, KeepPlateFix, BoxFix, IdentityFix]
+    assert [type(f) for f in fixes] == [KeepPlateFix, KeepPlateFix, BoxFix, IdentityFix, FacesFix]
+    assert isinstance(fixes[4], FacesFix) and str(fixes[4].frames) == "13-14"
+    assert fixes[4].faces.model_fields_set == {"enhance", "mask_blur"}
+    assert fixes[4].faces.enhance is True and fixes[4].faces.mask_blur == 0.12
     assert isinstance(fixes[2], BoxFix) and fixes[2].box == {23: tuple(float(v) for v in box[23])}
     assert str(fixes[1].frames) == "5-7" and str(fixes[3].frames) == "11-12"
     assert merged.origins["shots[0].fixes[3]"] == (str(check.downloads[0]), "sc010", 2)
     json.dumps(report)
+
+
+def test_the_faces_note_offers_the_keys_and_ranges_a_fix_may_set() -> None:
+    """One input per ``faces`` key a fix may carry, each number input bounded as the spec bounds it."""
+    form = faces_inputs()
+    for key in RENDER_FACE_FIELDS:
+        info = FaceConfig.model_fields[key]
+        assert f'data-face="{key}"' in form, key
+        if info.annotation is not bool:
+            low = next(m.ge for m in info.metadata if hasattr(m, "ge"))
+            high = next(m.le for m in info.metadata if hasattr(m, "le"))
+            assert (
+                f'name="faces.{key}" data-face="{key}" data-kind="number" type="number" step="any" ' in form
+            )
+            assert f'min="{low}" max="{high}"' in form.split(f'data-face="{key}"')[1].split(">")[0], key
+    assert form.count("data-face=") == len(RENDER_FACE_FIELDS)

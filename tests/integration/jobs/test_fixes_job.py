@@ -39,10 +39,14 @@ def decode(path: str) -> list[np.ndarray]:
         return [f.to_ndarray(format="rgb24").astype(np.int16) for f in container.decode(video=0)]
 
 
+def tracks_pass(out: str) -> list[dict]:
+    return [json.loads(line) for line in Path(out, "plate_tracks.jsonl").read_text().splitlines()]
+
+
 def spec(media: dict[str, str], out: str, fixes: list[dict]):
     data = job_spec(media, out, "fixes")
     data["shots"] = [{"name": "plate", "url": media["plate"], "fixes": fixes}]
-    data["output"].update(if_exists="overwrite")  # keep_segments: false, the default
+    data["output"].update(if_exists="overwrite", passes=["tracks"])  # keep_segments: false, the default
     data["output"]["review"] = {"url": os.path.join(out, "review", "{shot}_review.mp4"), "layout": "after"}
     return parse_spec(data)
 
@@ -56,6 +60,7 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     assert first.to_dict().get("fixes_rerendered") is None  # summary.json as before without fixes
     assert first.to_dict().get("fixes") is None
     before_frames, before_packets = decode(output), packets(output)
+    assert all("fix" not in line for line in tracks_pass(out))  # the tracks pass as before without fixes
     movie = os.path.join(out, "review", "plate_review.mp4")
     assert first.review is not None and first.review.frames == len(decode(movie)) == 72
     # Once published only the (small) review segments stay, one per chunk.
@@ -78,6 +83,11 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     assert second.to_dict()["fixes"] == [
         {"index": 0, "kind": "keep_plate", "frames": [30, 40], "track": track, "label": label}
     ]
+    # The tracks pass shows the kept frames as kept by fix 0, not as lost.
+    lines = tracks_pass(out)
+    fixed = [line for line in lines if "fix" in line]
+    assert sorted(line["frame"] for line in fixed) == list(range(30, 41))
+    assert all(line["state"] == "kept" and line["fix"] == 0 and line["track"] == track for line in fixed)
     # The report marks the fix on the shot's strip, lists the chunk rendered again, offers the notes.
     report = json.loads(Path(work, "report.json").read_text())
     assert report["identities"] == ["hero"] and report["shots"][0]["frame_size"] == [240, 180]

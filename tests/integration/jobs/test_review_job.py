@@ -117,6 +117,11 @@ def test_review_movie_playlist_and_contact_sheet(ray_local, tmp_path) -> None:
         str(tmp_path / "review" / f"{name}_review.mp4") for name in ("sh010", "sh020")
     ]
     assert [c.media_reference.available_range.duration.value for c in clips_read] == [2 * FPS, 16]
+    # The report links each shot's review media and the playlist, relative to the work area.
+    assert record["review_timeline_url"] == str(tmp_path / "review" / "dailies.otio")
+    page = (tmp_path / "out" / ".recast-work" / "dailies" / "report.html").read_text()
+    for name in ("sh010_review.mp4", "sh010_review_contact.png", "sh020_review.mp4", "dailies.otio"):
+        assert f'href="../../../review/{name}"' in page, name
 
     # A shot delivered without its handles: its delivered frames, burnt in with their own numbers.
     windowed = str(tmp_path / "review" / "sh020_review.mp4")
