@@ -17,14 +17,13 @@ import json
 import os
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
 from jobs.demo_media import make_face_clip, write_source_image
-from tests.faultjobs import CLIP_SECONDS, job_spec, records
+from tests.faultjobs import CLIP_SECONDS, decode_frames, job_spec, records, rerendered_chunks
 
 pytestmark = pytest.mark.ray
 
@@ -41,11 +40,6 @@ def media(tmp_path_factory) -> dict[str, str]:
         "plate": make_face_clip(plate, seconds=CLIP_SECONDS, width=320, height=180, gop=24),
         "source": write_source_image(os.path.join(root, "source.jpg")),
     }
-
-
-def decode(path: str) -> list[np.ndarray]:
-    with av.open(path) as container:
-        return [f.to_ndarray(format="rgb24").astype(np.int16) for f in container.decode(video=0)]
 
 
 def spec(media: dict[str, str], out: str, fixes: list[dict]):
@@ -79,7 +73,7 @@ def test_a_faces_fix_changes_its_frames_and_nothing_else(media, tmp_path, ray_lo
     assert first.status == "published" and first.chunks_rendered == 3 and first.analyses_run == 3
     shot = summary_shot(work)
     assert shot.get("fixes_rerendered") is None and shot.get("fixes") is None
-    before_frames = decode(output)
+    before_frames = decode_frames(output)
     before_renders = records(work, "plate", "render")
 
     (second,) = run_job(spec(media, out, [FIX])).shots
@@ -92,13 +86,9 @@ def test_a_faces_fix_changes_its_frames_and_nothing_else(media, tmp_path, ray_lo
     ]
     label = "fix 0 (frames 30-40): faces: mask_erode"
     assert shot["fixes"] == [{"index": 0, "kind": "faces", "frames": [30, 40], "track": None, "label": label}]
-    after_renders = records(work, "plate", "render")
-    for index in (0, 2):  # reused byte for byte: the same segment and sha256
-        assert after_renders[index]["key"] == before_renders[index]["key"]
-        assert after_renders[index]["sha256"] == before_renders[index]["sha256"]
-    assert after_renders[1]["key"] != before_renders[1]["key"]
+    assert rerendered_chunks(before_renders, records(work, "plate", "render")) == [1]  # 0, 2 byte for byte
 
-    after_frames, plate = decode(output), decode(media["plate"])
+    after_frames, plate = decode_frames(output), decode_frames(media["plate"])
     assert len(after_frames) == len(before_frames) == len(plate) == 72
     # Every frame outside the fix, chunk 1's 24-29 and 41-47 among them: the same pixels.
     changed = [f for f in range(72) if not np.array_equal(after_frames[f], before_frames[f])]
