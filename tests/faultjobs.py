@@ -1,4 +1,5 @@
-"""Shared helpers of the fault-tolerance tests: a small face clip, a job spec, reading manifests."""
+"""Shared helpers of the fault-tolerance tests: a small face clip, a job spec, reading manifests, a job
+run on a thread of its own while the test injects a fault."""
 
 from __future__ import annotations
 
@@ -8,16 +9,21 @@ import json
 import os
 import random
 import shutil
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import av
+import numpy as np
 
 from cluster.lease.acquire import Holder, lease_url
 from cluster.lease.store import LeaseStore
 from jobs.demo_media import make_face_clip, write_source_image
+
+if TYPE_CHECKING:
+    from cluster.driver import JobRunner
 
 CLIP_SECONDS = 3.0  # 3 chunks of 1 s: enough to kill something mid-job, small enough for CI
 CHUNKS = 3
@@ -49,6 +55,12 @@ def job_spec(media: dict[str, str], out_dir: str, job_id: str, **extra: Any) -> 
     return data
 
 
+def decode_frames(path: str) -> list[np.ndarray]:
+    """Every frame of the video at ``path`` as RGB, in int16 (differences between frames do not wrap)."""
+    with av.open(path) as container:
+        return [f.to_ndarray(format="rgb24").astype(np.int16) for f in container.decode(video=0)]
+
+
 def sha256_file(path: str) -> str:
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read()).hexdigest()
@@ -61,6 +73,15 @@ def records(work_dir: str, shot: str, kind: str) -> dict[int, dict[str, Any]]:
         data = json.loads(Path(path).read_text())
         out[int(data["chunk"])] = data
     return out
+
+
+def rerendered_chunks(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) -> list[int]:
+    """The chunks whose render key changed from one run's render :func:`records` to the next's; every
+    other chunk must have kept its segment byte for byte (the same sha256)."""
+    again = [c for c in sorted(after) if after[c]["key"] != before[c]["key"]]
+    kept = [c for c in sorted(after) if c not in again]
+    assert [after[c]["sha256"] for c in kept] == [before[c]["sha256"] for c in kept], kept
+    return again
 
 
 def corrupt_middle(src: str, dst: str, first_frame: int, frames: int) -> str:
@@ -104,3 +125,28 @@ def expire_lease(work_url: str) -> Holder:
         aged = replace(left, acquired_at=left.acquired_at - shift, heartbeat_at=left.heartbeat_at - shift)
         store.replace(url, aged.to_bytes())
     return left
+
+
+def run_in_thread(runner: JobRunner, name: str = "fault-job") -> tuple[threading.Thread, dict[str, Any]]:
+    """``runner.run()`` started on a thread of its own (named ``name``), and the dict that thread fills
+    with ``summary`` or ``error``: :func:`finish` collects it."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["summary"] = runner.run()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, name=name)
+    thread.start()
+    return thread, result
+
+
+def finish(thread: threading.Thread, result: dict[str, Any], timeout: float = 300.0) -> Any:
+    """The summary of a job started by :func:`run_in_thread` once it ends; its error is raised here."""
+    thread.join(timeout=timeout)
+    assert not thread.is_alive(), "job did not finish"
+    if "error" in result:
+        raise result["error"]
+    return result["summary"]

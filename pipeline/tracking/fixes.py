@@ -11,11 +11,13 @@ gave it (``shots[0].fixes[2]``) and a label for people (``fix 2 (frames 1013-102
   the box; its tasks carry ``extra["fix_box"] = True`` (track id :data:`FIX_TRACK_BASE` + the fix's
   position, apart from every tracker id);
 * :class:`FaceSettings`: every task on those frames carries ``extra["faces"]``, the ``faces`` keys
-  that frame renders with instead of the shot's.
+  that frame renders with instead of the shot's (the tasks of boxes that fixes add there included,
+  whichever comes first in ``fixes:``).
 
 A fix naming a track that has no task on its frames is a :class:`~pipeline.errors.SpecError` naming
 the fix and the tracks that do: it is known only after analysis, so the shot fails with it.
-Fixes apply in the order given; the plan's tracks and identities (what QC and the summary show)
+Fixes apply in the order given, ``faces`` settings after the others (a later one's keys over an
+earlier one's); the plan's tracks and identities (what QC and the summary show)
 stay those of the analysis.
 """
 
@@ -103,12 +105,23 @@ def apply_fixes(plan: ShotFacePlan, fixes: Sequence[FixOp]) -> ShotFacePlan:
     ``plan`` made with ``also_render=switched_tracks(fixes)``: the tasks of undecided tracks that no
     fix switched are dropped at the end."""
     tasks = [list(frame) for frame in plan.tasks]
+    settings: list[tuple[FaceSettings, range]] = []
     for position, fix in enumerate(fixes):
         frames = fix.span.frames(len(tasks))
+        if isinstance(fix, FaceSettings):
+            settings.append((fix, frames))  # once every task is there: a box added after it takes it too
+            continue
         if isinstance(fix, KeepPlate | SwitchIdentity):
             _check_track(fix, plan, frames)
         for f in frames:
             tasks[f] = _fixed_frame(fix, position, f, tasks[f])
+    for fix, frames in settings:
+        overrides = dict(fix.faces)
+        for f in frames:
+            tasks[f] = [
+                replace(t, extra={**t.extra, "faces": {**t.extra.get("faces", {}), **overrides}})
+                for t in tasks[f]
+            ]
     for frame in tasks:
         frame[:] = [t for t in frame if not t.extra.get("undecided")]
         frame.sort(key=lambda task: task.track_id)
@@ -116,23 +129,22 @@ def apply_fixes(plan: ShotFacePlan, fixes: Sequence[FixOp]) -> ShotFacePlan:
     return ShotFacePlan(tasks=tasks, tracks=dict(plan.tracks), kept=plan.kept + kept)
 
 
-def _fixed_frame(fix: FixOp, position: int, f: int, frame: list[FaceTask]) -> list[FaceTask]:
+def _fixed_frame(
+    fix: KeepPlate | SwitchIdentity | AddBox, position: int, f: int, frame: list[FaceTask]
+) -> list[FaceTask]:
     if isinstance(fix, KeepPlate):
         return [t for t in frame if t.track_id != fix.track]
     if isinstance(fix, SwitchIdentity):
         return [_switched(t, fix.identity) if t.track_id == fix.track else t for t in frame]
-    if isinstance(fix, AddBox):
-        box = box_at(fix.keys, f)
-        task = FaceTask(
-            track_id=FIX_TRACK_BASE + position,
-            identity=fix.identity,
-            box=box,
-            landmarks=template_landmarks(box),
-            extra={"fix_box": True},
-        )
-        return [*frame, task]
-    overrides = dict(fix.faces)
-    return [replace(t, extra={**t.extra, "faces": {**t.extra.get("faces", {}), **overrides}}) for t in frame]
+    box = box_at(fix.keys, f)
+    task = FaceTask(
+        track_id=FIX_TRACK_BASE + position,
+        identity=fix.identity,
+        box=box,
+        landmarks=template_landmarks(box),
+        extra={"fix_box": True},
+    )
+    return [*frame, task]
 
 
 def _switched(task: FaceTask, identity: str) -> FaceTask:

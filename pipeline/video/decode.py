@@ -150,11 +150,18 @@ def decode_range(url: str, info: VideoInfo, start: int, end: int, *, threads: in
             produced += 1
             if produced == len(want):
                 break
-        if produced < len(want):
-            raise MediaError(
-                url,
-                f"truncated or corrupt: only {start + produced} of {info.frame_count} frames are decodable",
-            )
+        check_decoded(url, info, start, produced=produced, wanted=len(want))
+
+
+def check_decoded(url: str, info: VideoInfo, start: int, *, produced: int, wanted: int) -> None:
+    """MediaError naming ``url`` when a range from frame ``start`` gave ``produced`` frames of the
+    ``wanted``: the source is truncated or corrupt (the message says how many frames were decodable).
+    The end of :func:`decode_range` and :func:`~pipeline.video.nvdec.nvdec_range` alike."""
+    if produced < wanted:
+        raise MediaError(
+            url,
+            f"truncated or corrupt: only {start + produced} of {info.frame_count} frames are decodable",
+        )
 
 
 def _chain(first: av.VideoFrame, rest: Iterator[av.VideoFrame]) -> Iterator[av.VideoFrame]:

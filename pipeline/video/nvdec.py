@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from pipeline.errors import MediaError
-from pipeline.video.decode import DecodeConversion, Frame
+from pipeline.video.decode import DecodeConversion, Frame, check_decoded
 from pipeline.video.probe import VideoInfo, open_container, video_stream
 
 log = logging.getLogger(__name__)
@@ -172,11 +172,7 @@ def nvdec_range(url: str, info: VideoInfo, start: int, end: int, *, device_id: i
             produced += 1
             if produced == len(want):
                 break
-        if produced < len(want):
-            raise MediaError(
-                url,
-                f"truncated or corrupt: only {start + produced} of {info.frame_count} frames are decodable",
-            )
+        check_decoded(url, info, start, produced=produced, wanted=len(want))
 
 
 def _first_frame_tags(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from typing import Any
 
@@ -23,6 +22,7 @@ from cluster.driver import JobRunner
 from cluster.spec.job import parse_spec
 from jobs.demo_media import write_source_image
 from tests.clips import ClipSpec, read_index, write_clip
+from tests.faultjobs import finish, run_in_thread
 from tests.raytools import RAY_ENV, REPO, free_port
 
 pytestmark = pytest.mark.ray
@@ -104,16 +104,7 @@ def test_node_added_mid_job_takes_chunks(cluster, media, tmp_path) -> None:
         }
     )
     runner = JobRunner(spec)
-    result: dict = {}
-
-    def run() -> None:
-        try:
-            result["summary"] = runner.run()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
-            result["error"] = exc
-
-    thread = threading.Thread(target=run, name="elastic-job")
-    thread.start()
+    thread, result = run_in_thread(runner, name="elastic-job")
     # Mid-job: once the first actor has produced a result, one actor is still pending.
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and thread.is_alive():
@@ -125,11 +116,7 @@ def test_node_added_mid_job_takes_chunks(cluster, media, tmp_path) -> None:
     first_nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
     new_node = cluster.add_node(**NODE)
     joined = time.perf_counter() - runner.started
-    thread.join(timeout=300)
-    assert not thread.is_alive(), "job did not finish"
-    if "error" in result:
-        raise result["error"]
-    summary = result["summary"]
+    summary = finish(thread, result)
     assert summary.ok, summary.table()
     assert new_node.node_id not in first_nodes
 

@@ -24,25 +24,21 @@ import yaml
 
 from cluster.driver import JobRunner
 from cluster.spec.job import parse_spec
-from tests.faultjobs import CHUNKS, corrupt_middle, expire_lease, job_spec, records, sha256_file, tmp_files
+from tests.faultjobs import (
+    CHUNKS,
+    corrupt_middle,
+    expire_lease,
+    finish,
+    job_spec,
+    records,
+    run_in_thread,
+    sha256_file,
+    tmp_files,
+)
 from tests.raytools import RAY_ENV, REPO
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 logger = logging.getLogger(__name__)
-
-
-def _run_in_thread(runner: JobRunner) -> tuple[threading.Thread, dict[str, Any]]:
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            result["summary"] = runner.run()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
-            result["error"] = exc
-
-    thread = threading.Thread(target=run, name="fault-job")
-    thread.start()
-    return thread, result
 
 
 def _wait_for(cond, thread: threading.Thread, timeout: float = 180.0) -> None:
@@ -51,14 +47,6 @@ def _wait_for(cond, thread: threading.Thread, timeout: float = 180.0) -> None:
         time.sleep(0.05)
     assert thread.is_alive(), "the job ended before the fault could be injected"
     assert cond(), "timed out waiting for the job to reach the fault point"
-
-
-def _finish(thread: threading.Thread, result: dict[str, Any]):
-    thread.join(timeout=300)
-    assert not thread.is_alive(), "job did not finish"
-    if "error" in result:
-        raise result["error"]
-    return result["summary"]
 
 
 def _recovery_seconds(runner: JobRunner, fault_at: float) -> float:
@@ -74,13 +62,13 @@ def test_killed_actor_is_replaced_and_output_identical(
     work = os.path.join(out, ".recast-work", "actor-kill")
     with ray_session.use():
         runner = JobRunner(parse_spec(job_spec(fault_media, out, "actor-kill")))
-        thread, result = _run_in_thread(runner)
+        thread, result = run_in_thread(runner)
         # Mid-job: the first analysis is committed, so both actors hold work.
         _wait_for(lambda: bool(records(work, "plate", "analysis")) and runner.summary.actor_info, thread)
         victim = runner.summary.actor_info[0]
         os.kill(victim.pid, signal.SIGKILL)
         killed_at = runner.elapsed()
-        summary = _finish(thread, result)
+        summary = finish(thread, result)
     assert summary.ok, summary.table()
     shot = summary.shots[0]
     assert shot.status == "published" and shot.frames == 72
@@ -156,13 +144,13 @@ def test_lost_node_is_survived_and_output_identical(fault_media, clean_reference
         data = job_spec(fault_media, out, "node-loss")
         data["resources"] = {**data["resources"], "gpus_per_actor": 0, "custom": {"recast_node": 1}}
         runner = JobRunner(parse_spec(data))
-        thread, result = _run_in_thread(runner)
+        thread, result = run_in_thread(runner)
         _wait_for(lambda: bool(records(work, "plate", "analysis")) and runner.summary.actor_info, thread)
         victim_node = runner.summary.actor_info[0].node_id
         (lost,) = [w for w in workers if w.node_id == victim_node]
         cluster.remove_node(lost, allow_graceful=False)
         lost_at = runner.elapsed()
-        summary = _finish(thread, result)
+        summary = finish(thread, result)
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import av
 import cv2
 import numpy as np
 import pytest
@@ -22,18 +21,13 @@ from cluster.spec.job import parse_spec
 from cluster.state.face_npz import faces_from_npz
 from tests.clips import ClipSpec, write_clip
 from tests.faces_data import crossing_hand_clip, face_picture
-from tests.faultjobs import records
+from tests.faultjobs import decode_frames, records
 
 pytestmark = pytest.mark.ray
 
 FPS = 12
 FRAMES = 36  # three 1 s chunks: apart, crossing, apart with the hand
 KEEP = (2, 9)  # the fixes of the first chunk (frames, inclusive)
-
-
-def decode(path: str) -> list[np.ndarray]:
-    with av.open(path) as container:
-        return [f.to_ndarray(format="rgb24").astype(np.int16) for f in container.decode(video=0)]
 
 
 def write_picture(path: str, rgb: np.ndarray) -> str:
@@ -118,7 +112,7 @@ def test_fixes_on_crossing_faces_and_a_hand(ray_local, default_models, tmp_path)
     lost = unreplaced(first)
     hidden = sorted(f for f in lost if f in clip.hand)
     assert len(hidden) >= 3, (sorted(lost), clip.hand)  # the detector loses the face behind the hand
-    before, plate = decode(output), decode(path)
+    before, plate = decode_frames(output), decode_frames(path)
     before_renders = records(work, "crossing", "render")
     tracks = records(work, "crossing", "track")
     astronaut = track_at(work, tracks, KEEP[0], clip.centres[KEEP[0]][0])
@@ -153,7 +147,7 @@ def test_fixes_on_crossing_faces_and_a_hand(ray_local, default_models, tmp_path)
     assert after_renders[1]["key"] == before_renders[1]["key"]
     assert after_renders[1]["sha256"] == before_renders[1]["sha256"]
     assert all(after_renders[c]["sha256"] != before_renders[c]["sha256"] for c in (0, 2))
-    after = decode(output)
+    after = decode_frames(output)
     assert len(after) == len(before) == len(plate) == FRAMES
     for f in range(12, 24):
         assert np.array_equal(after[f], before[f]), f

@@ -18,7 +18,7 @@ import pytest
 
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
-from tests.faultjobs import job_spec, make_media, records
+from tests.faultjobs import decode_frames, job_spec, make_media, records
 
 pytestmark = pytest.mark.ray
 
@@ -32,11 +32,6 @@ def packets(path: str) -> list[tuple[bytes, int | None, int | None]]:
     """The video packets in decode order, with their timestamps."""
     with av.open(path) as container:
         return [(bytes(p), p.pts, p.dts) for p in container.demux(video=0) if p.size]
-
-
-def decode(path: str) -> list[np.ndarray]:
-    with av.open(path) as container:
-        return [f.to_ndarray(format="rgb24").astype(np.int16) for f in container.decode(video=0)]
 
 
 def tracks_pass(out: str) -> list[dict]:
@@ -59,10 +54,10 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     assert first.status == "published" and first.chunks_rendered == 3 and first.analyses_run == 3
     assert first.to_dict().get("fixes_rerendered") is None  # summary.json as before without fixes
     assert first.to_dict().get("fixes") is None
-    before_frames, before_packets = decode(output), packets(output)
+    before_frames, before_packets = decode_frames(output), packets(output)
     assert all("fix" not in line for line in tracks_pass(out))  # the tracks pass as before without fixes
     movie = os.path.join(out, "review", "plate_review.mp4")
-    assert first.review is not None and first.review.frames == len(decode(movie)) == 72
+    assert first.review is not None and first.review.frames == len(decode_frames(movie)) == 72
     # Once published only the (small) review segments stay, one per chunk.
     kept = sorted(os.listdir(os.path.join(work, "segments", "plate")))
     assert len(kept) == 3 and all(name.endswith(".review.mp4") for name in kept), kept
@@ -103,14 +98,14 @@ def test_a_keep_plate_fix_renders_only_the_chunk_it_touches(media, tmp_path, ray
     assert len(now_kept) == 3 and now_kept[0] == kept[0] and now_kept[2] == kept[2], (kept, now_kept)
     assert now_kept[1] != kept[1] and now_kept[1].endswith(".review.mp4")
     # The review movie is whole again: chunk 1's new review frames between the kept ones.
-    assert second.review is not None and second.review.frames == len(decode(movie)) == 72
+    assert second.review is not None and second.review.frames == len(decode_frames(movie)) == 72
     # Chunks 0 and 2 are the first run's packets byte for byte, at the same timestamps; chunk 1's differ.
     after_packets = packets(output)
     assert len(after_packets) == len(before_packets) == 72
     assert after_packets[:24] == before_packets[:24] and after_packets[48:] == before_packets[48:]
     assert after_packets[24:48] != before_packets[24:48]
 
-    after_frames, plate = decode(output), decode(media["plate"])
+    after_frames, plate = decode_frames(output), decode_frames(media["plate"])
     assert len(after_frames) == len(before_frames) == len(plate) == 72
     for f in [*range(24), *range(48, 72)]:
         assert np.array_equal(after_frames[f], before_frames[f]), f

@@ -122,6 +122,20 @@ def test_faces_settings_on_a_range_only() -> None:
     assert any(fixed.tasks[f] for f in range(30, 36))
 
 
+@pytest.mark.parametrize("faces_first", [True, False])
+def test_faces_settings_reach_a_box_fix_on_their_frames_whatever_the_order(faces_first: bool) -> None:
+    """A box added on frames a ``faces`` fix covers renders with its settings, listed before it or after."""
+    box = ops.AddBox(span=span(28, 34), keys={28: (100.0, 100.0, 200.0, 220.0)}, identity="cleo")
+    settings = ops.FaceSettings(span=span(30, 36), faces={"mask_erode": 0.3})
+    _, fixed = planned([settings, box] if faces_first else [box, settings])
+    for f in range(28, 38):
+        assert fixed.tasks[f], f
+        want = {"mask_erode": 0.3} if 30 <= f < 36 else None
+        for task in fixed.tasks[f]:
+            assert task.extra.get("faces") == want, (f, task.track_id)
+    assert {t.track_id for f in range(30, 34) for t in fixed.tasks[f]} >= {FIX_TRACK_BASE + int(faces_first)}
+
+
 def test_a_track_not_on_the_frames_is_refused_naming_the_fix_and_the_tracks_there() -> None:
     plain, _ = planned([])
     late = max(plain.tracks, key=lambda t: plain.tracks[t].first_frame)
