@@ -2,10 +2,10 @@
 
 * ``ImageSequenceReference``: the sequence in Recast's padded form (``prefix.####.exr``), its
   frames in the plate's own numbering (``start_frame`` at the reference's available start);
-* ``ExternalReference`` to a movie: frames from 0 at the movie's own rate (the movie is probed
-  when the reference states no available range, or one at another rate than the clip's range:
-  a 30 fps movie cut into a 24 fps timeline renders its own frames); a movie without an
-  available range starts at its own timecode;
+* ``ExternalReference`` to a movie: frames from 0 at the movie's own rate and length (the movie
+  is probed: a 30 fps movie cut into a 24 fps timeline renders its own frames, whatever rate the
+  reference states its available range in); the available range's start is the movie's first
+  frame, and a movie without one starts at its own timecode;
 * a clip named only by its reel (an EDL event) with ``edit.media``: the reel's plate or movie,
   the event's source timecode placed with the media's own timecode.
 
@@ -142,22 +142,19 @@ class MediaResolver:
             return Unusable(cut.where, f"unsupported media {url}: Recast renders movies and image sequences")
         if not self._exists(cut, url):
             return Unusable(cut.where, f"offline: {url} not found")
+        # The movie says its own rate and length: a timeline may state its range at the cut's rate (AAF
+        # always does; a 30 fps movie's range at 24 fps), which says when the movie starts, not how
+        # many frames a second it has.
+        info = self._probe(cut, url)
+        rate = float(info.frame_rate)
         avail = ref.available_range
-        clip_rate = _source_range(cut).duration.rate
-        if avail is not None and avail.duration.rate == clip_rate:
-            # Stated at the clip's own rate: the timeline's word for the movie's rate and length.
-            frames = math.floor(avail.duration.value + 0.5)
-            clock = MediaClock(clip_rate, avail.start_time, 0, (0, frames - 1))
-        else:  # a range at another rate (a 30 fps movie in a 24 fps cut), or none: the movie says
-            info = self._probe(cut, url)
-            rate = float(info.frame_rate)
-            if avail is not None:
-                origin = avail.start_time
-            elif info.timecode:
-                origin = otio.opentime.from_timecode(info.timecode, rate)
-            else:
-                origin = RationalTime(0, rate)
-            clock = MediaClock(rate, origin, 0, (0, info.frame_count - 1))
+        if avail is not None:
+            origin = avail.start_time
+        elif info.timecode:
+            origin = otio.opentime.from_timecode(info.timecode, rate)
+        else:
+            origin = RationalTime(0, rate)
+        clock = MediaClock(rate, origin, 0, (0, info.frame_count - 1))
         return _inside(cut, _placed(cut, url, clock))
 
     def _reel(self, cut: CutClip, reel: str) -> ClipMedia | Unusable:

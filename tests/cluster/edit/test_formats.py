@@ -105,3 +105,23 @@ def test_media_paths_are_relative_to_the_timeline(media: Media, tmp_path) -> Non
     data["output"]["url"] = str(tmp_path / "out" / "{shot}" / "{shot}.####.exr")
     spec, _ = with_edit_shots(parse_spec(data))
     assert [(s.url, str(s.frames)) for s in spec.shots] == [(media.exr.url, "1005-1012")]
+
+
+def test_an_aaf_cut_gives_the_same_shots(media: Media, tmp_path) -> None:
+    """A real AAF file (written by the adapter from the cut; its media as ``file://`` URLs) read through
+    the ``aaf`` extra, which the test extra installs."""
+    pytest.importorskip("otio_aaf_adapter", reason="the 'aaf' extra (otio-aaf-adapter) is not installed")
+    aaf = str(tmp_path / "ep101.aaf")
+    cut = movie_cut(media)
+    for each in cut.find_clips():  # AAF states every time in the composition's rate (24 fps)
+        ref = each.media_reference
+        ref.available_range = TR(ref.available_range.start_time.rescaled_to(RATE), RT(72, RATE))
+    otio.adapters.write_to_file(cut, aaf, use_empty_mob_ids=True)
+    with open(aaf, "rb") as fh:
+        assert fh.read(8) == bytes.fromhex("d0cf11e0a1b11ae1")  # a structured storage (AAF) file
+    spec, plan = with_edit_shots(parse_spec(spec_for(media, aaf, tmp_path)))
+    assert plan is not None
+    assert [(s.name, s.url, str(s.frames), s.handles) for s in spec.shots] == [
+        ("mov_a", media.movie, "30-59", 4),
+        ("mov_b", media.movie, "60-74", 4),
+    ]
