@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from cluster.checks.destinations import check_destinations, pass_urls_of, review_urls_of
 from cluster.checks.provenance import audit_url, check_provenance
 from cluster.checks.trust import Authorisation, check_patterns, input_guard, pack_manifest_of
-from cluster.edit import EditPlan, check_timeline_output, with_edit_shots
+from cluster.edit import EditPlan, check_timeline_output, publish_bundled, with_edit_shots
 from cluster.spec.fixes import check_fix_frames
 from cluster.spec.job import JobSpec
 from cluster.spec.shot_refs import ShotRef, ShotSettings, expand_shots, settings_of, work_url_for
@@ -171,6 +171,10 @@ def prepare_job(
     shot_keys: dict[str, ShotKey] = {}
     earlier_job = (manifest.read_job() or {}) if resumed else {}
     earlier_keys = earlier_job.get("shots", {})
+    if edit is not None and edit.bundled is not None:
+        # An .otioz's media, allowed and placed, go to the work area now, to be probed and rendered
+        # (create-only and checked by sha256, so safe before the work area's lease).
+        publish_bundled(edit.bundled)
     for probed in probe_shots(spec, candidates):
         shot, info, plan = probed.ref, probed.info, probed.plan
         fingerprint = input_fingerprint(shot.url, info, spec.resume.fingerprint)

@@ -5,12 +5,15 @@ Before anything else looks at the job, :func:`with_edit_shots` reads the timelin
 media and frames (:mod:`cluster.edit.media`) and merges one ordinary shot per clip into the spec
 (:mod:`cluster.edit.plan`); the :class:`EditPlan` it returns says what each clip became.  Once the
 shots are published, :func:`write_timeline` writes the same cut with every rendered clip pointing
-at its output (:mod:`cluster.edit.relink`).  No Ray here: it runs in the checks before Ray.
+at its output (:mod:`cluster.edit.relink`).  The media of an ``.otioz`` are extracted
+(:mod:`cluster.edit.bundle`) and, once the job is allowed, published to its work area
+(:func:`publish_bundled`).  No Ray here: it runs in the checks before Ray.
 
 Public API: :func:`with_edit_shots`, :class:`EditPlan`, :class:`ClipShot`,
-:func:`check_timeline_output`, :func:`write_timeline` and :func:`relinked`.
+:func:`check_timeline_output`, :func:`write_timeline`, :func:`relinked` and :func:`publish_bundled`.
 """
 
+from cluster.edit.bundle import publish_bundled as publish_bundled
 from cluster.edit.plan import ClipShot as ClipShot
 from cluster.edit.plan import EditPlan as EditPlan
 from cluster.edit.plan import with_edit_shots as with_edit_shots

@@ -9,8 +9,9 @@
 * a clip named only by its reel (an EDL event) with ``edit.media``: the reel's plate or movie,
   the event's source timecode placed with the media's own timecode.
 
-Offline media (a ``MissingReference``, a file or sequence that is not there) is an
-:class:`~cluster.edit.cut.Unusable`; a range outside the media is a SpecError naming the clip.
+Media bundled in an ``.otioz`` (a relative URL into its ``media/``) is read from the bundle's
+extraction (:mod:`cluster.edit.bundle`).  Offline media (a ``MissingReference``, a file or sequence
+that is not there, a bundle path the zip does not hold) is an :class:`~cluster.edit.cut.Unusable`; a range outside the media is a SpecError naming the clip.
 Every media URL is shown to ``allowed`` (the studio policy) before it is listed or opened.
 """
 
@@ -25,6 +26,7 @@ from fractions import Fraction
 import opentimelineio as otio
 from opentimelineio.opentime import RationalTime
 
+from cluster.edit.bundle import Bundle
 from cluster.edit.cut import CutClip, Unusable, timecode_at
 from cluster.spec.edit import EditSpec
 from cluster.spec.shot import VIDEO_EXTENSIONS, check_media_url
@@ -93,10 +95,12 @@ class MediaResolver:
         *,
         allowed: Callable[[str], None] | None = None,
         limits: InputLimits | None = None,
+        bundle: Bundle | None = None,
     ) -> None:
         self.edit = edit
         self.allowed = allowed
         self.limits = limits
+        self.bundle = bundle
         self._frames: dict[str, tuple[int, ...]] = {}
         self._probes: dict[str, VideoInfo] = {}
         self._headers: dict[str, tuple[str | None, Fraction | None]] = {}
@@ -207,6 +211,12 @@ class MediaResolver:
             raw = urllib.parse.unquote(raw)
         if not raw:
             return Unusable(cut.where, "offline: the media reference names no file")
+        inside = self.bundle.member_path(raw) if self.bundle is not None else None
+        if inside is not None:  # read from the bundle (the policy saw edit.url), extracted here
+            assert self.bundle is not None
+            if not self.bundle.holds(inside):
+                return Unusable(cut.where, f"offline: {inside} is not in the bundle {self.edit.url}")
+            return self.bundle.local_url(inside)
         try:
             if urls.scheme(raw) is None and not raw.startswith("/"):
                 folder = self.edit.url.rsplit("/", 1)[0] if "/" in self.edit.url else "."

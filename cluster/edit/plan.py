@@ -7,6 +7,9 @@ sanitised; a name used again gets ``_2``, ``_3``... in record order.  Two clips 
 media and frames are one shot (analysed and rendered once, both relinked to its output); clips
 whose frames of one media only overlap are separate shots (a note in the summary says so).
 
+The media of an ``.otioz`` are resolved from its local extraction, then moved to the job's work
+area (:mod:`cluster.edit.bundle`; the plan says what to publish there).
+
 A ``shots:`` entry with only a ``name`` overrides the settings of the clip of that name (colour,
 fps, selection, faces, output, handles); its place in ``shots`` is taken by the clip's shot, so
 errors about its settings name that entry.
@@ -14,18 +17,23 @@ errors about its settings name that entry.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cluster.edit.bundle import Bundle, BundledMedia, read_bundle
 from cluster.edit.cut import CutItem, Unusable, video_tracks, walk
 from cluster.edit.media import ClipMedia, MediaResolver
 from cluster.edit.read import read_timeline
 from cluster.spec.edit import EditSpec
 from cluster.spec.job import JobSpec
 from cluster.spec.shot import FrameRange, ShotSpec
+from cluster.spec.shot_refs import expand_shots, work_url_for
 from pipeline.errors import SpecError
+from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
+from pipeline.store import storage
 
 SHOWN = 20
 """Clips a refusal names one by one (the rest are counted)."""
@@ -71,6 +79,9 @@ class EditPlan:
     """Clips left out (``offline: skip``), in track and record order."""
     notes: tuple[str, ...] = ()
     timeline_url: str | None = None
+    bundled: BundledMedia | None = None
+    """The ``.otioz`` media the clips use, to publish to the work area before they are read
+    (:func:`cluster.edit.bundle.publish_bundled`)."""
 
     def summary(self) -> dict[str, Any]:
         """The summary's ``edit`` section."""
@@ -121,9 +132,14 @@ def with_edit_shots(
         return spec, None
     if allowed is not None:
         allowed(edit.url)
-    timeline, events = read_timeline(edit)
+    bundle: Bundle | None = None
+    if edit.adapter_name() == "otioz":
+        timeline, bundle = read_bundle(edit)
+        events: dict[int, int] = {}
+    else:
+        timeline, events = read_timeline(edit)
     cut_clips, unusable = walk(timeline, video_tracks(timeline, edit.tracks, edit.url), events)
-    resolver = MediaResolver(edit, allowed=allowed, limits=spec.limits)
+    resolver = MediaResolver(edit, allowed=allowed, limits=spec.limits, bundle=bundle)
     placed: list[tuple[CutItem, ClipMedia]] = []
     for cut in cut_clips:
         found = resolver.resolve(cut)
@@ -141,7 +157,11 @@ def with_edit_shots(
             "(set edit.offline: skip to render the rest)",
         )
     placed.sort(key=lambda p: _order(p[0]))
-    clips = _named(spec, edit, placed, {clip_name(u.where.name) for u in unusable})
+    skipped = {clip_name(u.where.name) for u in unusable}
+    bundled = None
+    if bundle is not None:
+        placed, bundled = _moved_to_work_area(spec, placed, skipped, bundle, allowed=allowed)
+    clips = _named(spec, edit, placed, skipped)
     shots = _merged(spec, clips)
     if not shots:
         raise SpecError("edit", f"no clip of {edit.url} can be rendered, and the job has no other shot")
@@ -152,8 +172,52 @@ def with_edit_shots(
         skipped=tuple(unusable),
         notes=tuple(_overlaps(clips)),
         timeline_url=spec.output.timeline_url,
+        bundled=bundled,
     )
     return spec.model_copy(update={"shots": tuple(shots)}), plan
+
+
+def _moved_to_work_area(
+    spec: JobSpec,
+    placed: list[tuple[CutItem, ClipMedia]],
+    skipped: set[str],
+    bundle: Bundle,
+    *,
+    allowed: Callable[[str], None] | None,
+) -> tuple[list[tuple[CutItem, ClipMedia]], BundledMedia | None]:
+    """The clips of bundled media moved from the bundle's local extraction to
+    ``<work_url>/edit-media/<sha256[:12]>/`` (each new URL shown to the policy), and what to publish there.
+
+    The work area may be decided by the first shot's output (``.recast-work/<job_id>`` beside it),
+    so the shots are made once with the local URLs to find it: their names and extensions are the same."""
+    used = sorted({m.url for _, m in placed if bundle.extracted(m.url) is not None})
+    if not used:
+        bundle.close()
+        return placed, None
+    assert spec.edit is not None
+    if spec.output.work_url is None:
+        local = spec.model_copy(
+            update={"shots": tuple(_merged(spec, _named(spec, spec.edit, placed, skipped)))}
+        )
+        work_url = work_url_for(local, expand_shots(local))
+    else:
+        work_url = work_url_for(spec, [])
+    root = bundle.root_in(work_url)
+    moved: dict[str, str] = {}
+    files: dict[str, str] = {}
+    for url in used:
+        path = bundle.extracted(url)
+        assert path is not None
+        moved[url] = storage.join(root, path)
+        if allowed is not None:
+            allowed(moved[url])
+        frames = [f.url for f in list_frames(parse_sequence_url(url))] if is_sequence_url(url) else [url]
+        for frame in frames:
+            inside = bundle.extracted(frame)
+            assert inside is not None, frame
+            files[inside] = storage.join(root, inside)
+    out = [(where, dataclasses.replace(m, url=moved.get(m.url, m.url))) for where, m in placed]
+    return out, BundledMedia(bundle, root, tuple(sorted(files.items())))
 
 
 def _order(where: CutItem) -> tuple[float, int, int]:

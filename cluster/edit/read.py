@@ -2,7 +2,8 @@
 
 The bytes are read through :mod:`pipeline.store.storage` (local, ``s3://``, ``gs://``; at most
 :data:`TIMELINE_MAX_BYTES`) into a private temporary file that the adapter reads, so every
-format and store goes one way.  No media linker runs.  Any problem is a SpecError naming
+format and store goes one way (an ``.otioz``, with its media, is read by :mod:`cluster.edit.bundle`).
+No media linker runs.  Any problem is a SpecError naming
 ``edit.url`` (or ``output.timeline_url``) and the file.
 """
 
@@ -20,7 +21,8 @@ from pipeline.errors import InputRefused, SpecError, StorageError
 from pipeline.store import storage
 
 TIMELINE_MAX_BYTES = 64 * 1024 * 1024
-"""Largest timeline file read (an ``.otioz`` bundle counts whole)."""
+"""Largest timeline file read (an ``.otioz``'s ``content.otio``; the bundle itself, media and all, is
+bounded by :data:`cluster.edit.bundle.BUNDLE_MAX_BYTES`)."""
 EXTRAS = {"AAF": ("aaf", "otio-aaf-adapter")}
 """Adapters Recast reads through an optional extra: adapter -> (extra, package)."""
 WRITER_LIMITS = {
@@ -51,18 +53,27 @@ def read_timeline(edit: EditSpec) -> tuple[otio.schema.Timeline, dict[int, int]]
         path = os.path.join(folder, "timeline" + extension_of(edit.url))
         with open(path, "wb") as fh:
             fh.write(raw)
-        try:
-            result = otio.adapters.read_from_file(path, adapter_name=name, media_linker_name=None, **options)
-        except Exception as exc:  # each adapter raises its own errors (EDLParseError, XML, JSON...)
-            raise SpecError(
-                "edit.url", f"{edit.url} is not a readable {name} timeline: {type(exc).__name__}: {exc}"
-            ) from exc
-    timeline = _one_timeline(result, edit.url)
+        result = adapter_read(path, name, edit.url, options)
+    timeline = one_timeline(result, edit.url)
     events = _edl_events(raw, timeline) if name == "cmx_3600" else {}
     return timeline, events
 
 
-def _one_timeline(result: object, url: str) -> otio.schema.Timeline:
+def adapter_read(path: str, name: str, url: str, options: dict[str, object] | None = None) -> object:
+    """What the adapter ``name`` reads from the local ``path`` (no media linker); SpecError naming
+    ``edit.url`` and ``url`` when it cannot."""
+    try:
+        return otio.adapters.read_from_file(
+            path, adapter_name=name, media_linker_name=None, **(options or {})
+        )
+    except Exception as exc:  # each adapter raises its own errors (EDLParseError, XML, JSON...)
+        raise SpecError(
+            "edit.url", f"{url} is not a readable {name} timeline: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def one_timeline(result: object, url: str) -> otio.schema.Timeline:
+    """The one timeline ``result`` (a timeline, or a collection holding one) is."""
     if isinstance(result, otio.schema.SerializableCollection):
         timelines = [t for t in result.find_children(descended_from_type=otio.schema.Timeline)]
         if len(timelines) != 1:

@@ -62,7 +62,8 @@ class EditSpec(Frozen):
     url: str
     """The timeline: ``.otio``, ``.otioz``, ``.edl`` (CMX 3600), ``.xml`` (Final Cut Pro 7 XML) or
     ``.aaf`` (with the ``aaf`` extra); local, ``s3://`` or ``gs://``.  Relative media paths in it
-    are taken against its folder."""
+    are taken against its folder; an ``.otioz``'s own media are extracted to the work area
+    (:mod:`cluster.edit.bundle`)."""
     tracks: tuple[str, ...] | None = Field(default=None, min_length=1)
     """Names of the video tracks to render (an unnamed track is ``V1``, ``V2``... by position);
     None: every video track."""
