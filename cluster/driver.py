@@ -233,6 +233,7 @@ class JobRunner:
                 publisher=publisher,
                 pool=pool,
                 starting=starting,
+                infos=infos,
                 runs=runs,
                 embeddings=embeddings,
             )

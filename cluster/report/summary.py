@@ -243,6 +243,12 @@ class JobSummary:
     handles, whether ``output.timeline_url`` was written."""
     review_timeline_url: str | None = None
     """The playlist of the job's review movies (``output.review_timeline_url``), once written."""
+    preempted_calls: int = 0
+    """Analyses and renders handed to another actor because theirs was lost mid-call (its node
+    ended: a reclaimed spot instance, a node killed at its drain deadline, a crash)."""
+    drained_actors: int = 0
+    """Actors retired because their node was being drained (a reclaim notice): they took no new work
+    and were released once their calls were done."""
 
     @property
     def ok(self) -> bool:
@@ -291,6 +297,8 @@ class JobSummary:
             "warnings": self.warnings,
             "failures": self.failures,
             "lease": self.lease,
+            "preempted_calls": self.preempted_calls,
+            "drained_actors": self.drained_actors,
             "actor_info": [a.to_dict() for a in self.actor_info],
         } | ({"edit": self.edit} if self.edit is not None else {})
         if self.review_timeline_url is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from cluster.schedule.work_queue import WorkItem, WorkQueue
 from cluster.spec.job import DispatchOrder
 from pipeline.errors import RecastError
 
-__all__ = ["Dispatcher", "Elasticity", "Outcome", "WorkItem", "unwrap"]
+__all__ = ["Dispatcher", "Elasticity", "Outcome", "Room", "WorkItem", "unwrap"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,21 @@ class Elasticity:
     upcoming: Callable[[], int] | None = None
     """Work items the caller will still submit (renders of shots still in analysis): while it is
     positive no actor is released (it would only pay its set-up again a moment later)."""
+    room: Callable[[int], Room] | None = None
+    """The cluster's room for more actors, given how many are ready (:class:`Room`), asked at most every
+    ``poll_seconds``; None: every actor up to ``max_actors`` is asked for at once (pending ones wait)."""
+    draining: Callable[[], Mapping[str, float]] | None = None
+    """Nodes being drained (a reclaim notice): node id -> deadline, epoch seconds (0: none)."""
+    poll_seconds: float = 2.0
+
+
+@dataclass(frozen=True)
+class Room:
+    """How many more actors the cluster can place now, and how many more may wait unplaced as the demand
+    an autoscaler acts on (0 on a cluster that cannot grow)."""
+
+    fits: int
+    may_wait: int
 
 
 def unwrap(exc: BaseException) -> BaseException:
@@ -99,6 +115,7 @@ class Dispatcher:
         starting: Mapping[str, Any] | None = None,
         elastic: Elasticity | None = None,
         order: DispatchOrder = "render_first",
+        infos: Mapping[str, ActorInfo] | None = None,
     ) -> None:
         if not actors and elastic is None:
             raise ValueError("Dispatcher needs at least one actor")
@@ -120,7 +137,15 @@ class Dispatcher:
         self.ready_at: dict[str, float] = {}  # label -> perf_counter() when it became ready
         self.released: dict[str, float] = {}  # label -> perf_counter() when it was released
         self.setup_errors: dict[str, BaseException] = {}
+        self.lost = 0
+        """Work items handed to another actor because theirs was lost (its node ended or was reclaimed)."""
+        self.drained: dict[str, str] = {}
+        """Label -> node id of the actors retired because their node was drained."""
+        self._retiring: dict[str, tuple[Any, int]] = {}  # label -> (handle, calls in flight): no new work
+        self._demand: set[str] = set()  # starting actors asked for beyond the cluster's room (demand)
+        self._polled_at = self._drain_polled_at = -math.inf
         starting = dict(starting or {})
+        self.infos.update(infos or {})
         for label, handle in actors:
             if label in starting:
                 self._starting[starting[label]] = (label, handle)
@@ -168,9 +193,11 @@ class Dispatcher:
 
     def pump(self) -> None:
         """Hand pending items to ready actors with room, as the work queue's policy places them."""
-        # While other actors are still setting up, a ready actor takes one call at a time:
-        # a second queued call would be work the next actor to come up cannot take.
-        cap = 1 if self._starting else self.max_inflight
+        # While other actors are still setting up, a ready actor takes one call at a time: a second
+        # queued call would be work the next actor to come up cannot take.  Actors asked for only as
+        # demand (no room for them yet) do not count: they may wait for a node for minutes.
+        setting_up = any(label not in self._demand for label, _ in self._starting.values())
+        cap = 1 if setting_up else self.max_inflight
         while (taken := self._pending.take(self._load, cap)) is not None:
             item, label = taken
             item.actor = label
@@ -191,6 +218,7 @@ class Dispatcher:
         Also admits actors whose set-up finished, and releases idle ones when
         no pending work is left for them.
         """
+        self._poll_cluster()
         self.pump()
         self._release_idle()
         watched = [*self._inflight, *self._starting]
@@ -219,6 +247,7 @@ class Dispatcher:
                     outcomes.append(Outcome(item, error=exc, seconds=seconds))
                 else:
                     self.retries += 1
+                    self.lost += 1
                     logger.warning(
                         "%s of %s chunk %d lost with %s (attempt %d); retrying elsewhere",
                         item.kind,
@@ -232,6 +261,8 @@ class Dispatcher:
                         self.on_retry(item)
             except Exception as exc:  # noqa: BLE001 - returned to the driver to fail the shot
                 outcomes.append(Outcome(item, error=unwrap(exc), seconds=seconds))
+            finally:
+                self._retired_call_done(item.actor)
         self.pump()
         return outcomes
 
@@ -239,9 +270,12 @@ class Dispatcher:
         """Release every actor still held (end of the job)."""
         for label, handle in self.handles():
             self._release(label, handle)
+        for label, (handle, _) in self._retiring.items():
+            self._release(label, handle)
         self.actors.clear()
         self._load.clear()
         self._starting.clear()
+        self._retiring.clear()
 
     # -- elasticity ---------------------------------------------------------------------------
 
@@ -260,6 +294,7 @@ class Dispatcher:
 
     def _admit(self, ref: Any) -> None:
         label, handle = self._starting.pop(ref)
+        self._demand.discard(label)
         try:
             self.infos[label] = ray.get(ref)
         except RayActorError as exc:
@@ -273,12 +308,23 @@ class Dispatcher:
             self._release(label, handle)
             self._check_any_left(cause)
             return
+        node = getattr(self.infos[label], "node_id", None)
+        if node and node in self._draining_now():
+            logger.info("render actor %s is ready on node %s, which is being drained: released", label, node)
+            self.drained[label] = node
+            self._release(label, handle)
+            return
         self._add_ready(label, handle)
         self.ready_at[label] = time.perf_counter()
         logger.info("render actor %s ready; %d actor(s) take work", label, len(self.actors))
 
     def _grow(self) -> None:
-        """Ask for actors up to the limit while work is pending; unplaceable ones wait as demand."""
+        """Ask for actors up to the limit while work is pending; unplaceable ones wait as demand.
+
+        Without a ``room`` policy every actor up to ``max_actors`` is asked for at once.  With one (the
+        spec sets no ``max_actors``), each poll asks for the actors the cluster has room for now and a
+        bounded number more as demand (as many as are ready: the pool at most doubles per round), so
+        the pool grows as an autoscaler adds nodes, never past the work there is."""
         if self.elastic is None or not self._pending:
             return
         if len(self.setup_errors) >= self.elastic.max_actors:
@@ -288,13 +334,87 @@ class Dispatcher:
         want = min(self.elastic.max_actors, held + len(self._pending))
         free_slots = self._pending.room(self._load, self.max_inflight)
         starting_slots = self._pending.room(dict.fromkeys(self.starting, 0), self.max_inflight)
-        if len(self._pending) <= free_slots + starting_slots:
+        if len(self._pending) <= free_slots + starting_slots or held >= want:
             return
-        while held < want:
+        if self.elastic.room is None:
+            self._ask(want - held, held, demand=False)
+            return
+        now = time.perf_counter()
+        if now - self._polled_at < self.elastic.poll_seconds:
+            return
+        self._polled_at = now
+        room = self.elastic.room(len(self.actors))
+        placed = min(room.fits, want - held)
+        self._ask(placed, held, demand=False)
+        waiting = min(room.may_wait - len(self._demand), want - held - placed)
+        self._ask(waiting, held + placed, demand=True)
+
+    def _ask(self, count: int, held: int, *, demand: bool) -> None:
+        assert self.elastic is not None
+        for n in range(max(0, count)):
             label, handle = self.elastic.start_actor()
-            logger.info("asking for render actor %s (%d/%d)", label, held + 1, self.elastic.max_actors)
+            logger.info(
+                "asking for render actor %s (%d/%d)%s",
+                label,
+                held + n + 1,
+                self.elastic.max_actors,
+                " as demand: no room for it yet" if demand else "",
+            )
             self._add_starting(label, handle)
-            held += 1
+            if demand:
+                self._demand.add(label)
+
+    # -- drains -------------------------------------------------------------------------------
+
+    def _draining_now(self) -> Mapping[str, float]:
+        if self.elastic is None or self.elastic.draining is None:
+            return {}
+        return self.elastic.draining()
+
+    def _poll_cluster(self) -> None:
+        """Retire the actors on nodes being drained (a reclaim notice): no new work goes to them, the
+        calls they hold finish if the node lives long enough (else they are lost and handed on), and
+        each is released once it holds none; growth asks for others meanwhile."""
+        if self.elastic is None or self.elastic.draining is None:
+            return
+        now = time.perf_counter()
+        if now - self._drain_polled_at < self.elastic.poll_seconds:
+            return
+        self._drain_polled_at = now
+        draining = self.elastic.draining()
+        if not draining:
+            return
+        for label in list(self.actors):
+            node = getattr(self.infos.get(label), "node_id", None)
+            if not isinstance(node, str) or node not in draining:
+                continue
+            handle, calls = self.actors.pop(label), self._load.pop(label)
+            self._pending.forget(label)
+            self.drained[label] = node
+            deadline = draining[node]
+            left = f"{deadline - time.time():.0f}s before its deadline" if deadline else "no deadline"
+            logger.warning(
+                "render actor %s: node %s is being drained (%s); it takes no new work, %d call(s) left",
+                label,
+                node,
+                left,
+                calls,
+            )
+            self._retiring[label] = (handle, calls)
+            self._retired_call_done(label, finished=0)
+
+    def _retired_call_done(self, label: str | None, *, finished: int = 1) -> None:
+        """A call of a retiring actor came back (or it was just retired): release it once it holds none."""
+        if label is None or label not in self._retiring:
+            return
+        handle, calls = self._retiring[label]
+        calls -= finished
+        if calls > 0:
+            self._retiring[label] = (handle, calls)
+            return
+        del self._retiring[label]
+        logger.info("render actor %s on a drained node finished its calls: released", label)
+        self._release(label, handle)
 
     def _release_idle(self) -> None:
         """Release actors no pending work can use, once the queue has stayed empty for the grace."""
@@ -334,6 +454,8 @@ class Dispatcher:
     # -- failures -----------------------------------------------------------------------------
 
     def _actor_lost(self, label: str, exc: BaseException) -> None:
+        if label in self._retiring:
+            return  # its node was drained; the call is handed on and counted when it comes back
         if label not in self.actors:
             return
         logger.warning("render actor %s died: %s", label, exc)

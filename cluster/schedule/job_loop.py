@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from ray.exceptions import RayActorError
 
-from actors.results import ChunkAnalysis, SegmentResult
+from actors.results import ActorInfo, ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
 from cluster.checks.provenance import JobProvenance
 from cluster.publish.merge import Published, Publisher
@@ -37,7 +37,7 @@ from cluster.schedule.calls import (
 from cluster.schedule.dispatch import Dispatcher, Elasticity, Outcome
 from cluster.schedule.observer import JobObserver, ShotSource
 from cluster.schedule.planner import ShotPlanner, ShotRenders
-from cluster.schedule.pool import IDLE_RELEASE_SECONDS, ActorPool, ready_ref
+from cluster.schedule.pool import IDLE_RELEASE_SECONDS, ActorPool, ClusterRoom, draining_nodes, ready_ref
 from cluster.schedule.shot_finish import finish_qc, measures_of, review_job, write_tracks
 from cluster.schedule.shot_run import ChunkRender, ShotRun, log_progress
 from cluster.state.ledger import Ledger
@@ -70,6 +70,7 @@ class JobLoop:
         publisher: Publisher,
         pool: ActorPool,
         starting: dict[str, Any],
+        infos: list[ActorInfo],
         runs: list[ShotRun],
         embeddings: dict[str, np.ndarray],
     ) -> None:
@@ -89,6 +90,7 @@ class JobLoop:
         self.open_shots = len(runs)
         self.unplanned_chunks = sum(r.renders for r in runs)
         """Chunks whose renders are not dispatched yet: actors are kept for them."""
+        sized = self.spec.resources.max_actors is not None
         self.dispatcher = Dispatcher(
             pool.actors,
             max_inflight=self.spec.resources.max_inflight_per_actor,
@@ -98,16 +100,22 @@ class JobLoop:
             elastic=Elasticity(
                 start_actor=lambda: pool.start(""),
                 ready_call=ready_ref,
-                max_actors=pool.plan.actors,
+                # Sized by the spec: that many.  Unsized: the pool grows with the cluster, never past
+                # the chunks there are (ClusterRoom).
+                max_actors=pool.plan.actors if sized else max(pool.plan.actors, prepared.chunk_count),
                 idle_release_seconds=IDLE_RELEASE_SECONDS,
                 upcoming=lambda: self.unplanned_chunks,
+                room=None if sized else ClusterRoom(pool.plan),
+                draining=draining_nodes,
             ),
             order=self.spec.resources.dispatch_order,
+            infos={info.label: info for info in infos},
         )
 
     # -- the loop -----------------------------------------------------------------------------
 
     def run(self) -> None:
+        initial = set(self.dispatcher.infos)  # the warm pool's, already in the summary
         for run in self.runs:
             run.started_at = time.perf_counter()
             for chunk in run.shot.plan.chunks:
@@ -119,7 +127,8 @@ class JobLoop:
         finally:
             self.planner.close()
         # Actors that joined later (e.g. on new nodes) too.
-        self.observer.actors_joined(list(self.dispatcher.infos.values()))
+        self.observer.actors_joined([i for label, i in self.dispatcher.infos.items() if label not in initial])
+        self.observer.pool_losses(self.dispatcher.lost, len(self.dispatcher.drained))
 
     def _loop(self) -> None:
         """Handle results one by one; between them, hand freed actors their next work and, every

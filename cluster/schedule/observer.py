@@ -148,6 +148,11 @@ class JobObserver:
         """Actors that became ready after the warm-up (e.g. on new nodes)."""
         self.summary.actor_info.extend(infos)
 
+    def pool_losses(self, preempted_calls: int, drained_actors: int) -> None:
+        """Calls handed on because their actor was lost, and actors retired from drained nodes."""
+        self.summary.preempted_calls = preempted_calls
+        self.summary.drained_actors = drained_actors
+
     # -- work
     def work_finished(self, item: WorkItem, busy_seconds: float, ok: bool) -> None:
         """One call came back; ``busy_seconds``: the actor's own run time (not its queueing)."""

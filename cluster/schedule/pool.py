@@ -33,7 +33,7 @@ import ray
 from actors.config import RenderConfig
 from actors.render import RenderActor, RenderWorker
 from actors.results import ActorInfo
-from cluster.schedule.dispatch import unwrap
+from cluster.schedule.dispatch import Room, unwrap
 from pipeline.errors import RecastError, SpecError
 
 logger = logging.getLogger(__name__)
@@ -120,6 +120,51 @@ core); every chunk runs its stages on fresh threads, so without a cap an actor's
 resident memory creeps up chunk after chunk as arenas fragment (+15 % from a 60 s
 to a 5-minute shot, measured; flat with 2).  glibc reads it at process start, so
 it has to be in the actor's environment, not set from inside it."""
+
+
+def actors_that_fit(plan: PoolPlan, available: Mapping[str, float]) -> int:
+    """How many more actors of ``plan`` the resources ``available`` now (``ray.available_resources()``) hold."""
+    needs = {"CPU": plan.num_cpus, "GPU": plan.num_gpus, **plan.resources}
+    fits = [math.floor(float(available.get(k, 0.0)) / v + 1e-9) for k, v in needs.items() if v > 0]
+    return max(0, min(fits)) if fits else 0
+
+
+def autoscaler_running() -> bool:
+    """Whether the cluster has an autoscaler: its monitor publishes a status in the GCS each round.
+
+    (Ray keeps that key in its internal KV store; a Ray without it reads as no autoscaler.)"""
+    try:
+        from ray._private import ray_constants
+        from ray.experimental.internal_kv import _internal_kv_get
+
+        return _internal_kv_get(ray_constants.DEBUG_AUTOSCALING_STATUS) is not None
+    except Exception:  # noqa: BLE001 - an older or newer Ray: behave as on a fixed cluster
+        return False
+
+
+def draining_nodes() -> dict[str, float]:
+    """Nodes being drained (Ray's drain API: a reclaim notice, a scale-down): node id -> deadline in
+    epoch seconds (0: none).  Empty where this Ray cannot tell."""
+    try:
+        from ray._private.state import state
+
+        raw = state.get_draining_nodes()
+    except Exception:  # noqa: BLE001 - not connected, or a Ray without the call
+        return {}
+    return {str(node): float(deadline_ms) / 1000.0 for node, deadline_ms in raw.items()}
+
+
+class ClusterRoom:
+    """The room policy of a pool the spec does not size (``resources.max_actors`` unset): as many actors as
+    the cluster has room for now, and, where an autoscaler runs, as many more waiting as demand as are
+    ready (so the pool doubles per round while there is work, and the autoscaler adds nodes for them)."""
+
+    def __init__(self, plan: PoolPlan) -> None:
+        self.plan = plan
+
+    def __call__(self, ready: int) -> Room:
+        fits = actors_that_fit(self.plan, ray.available_resources())
+        return Room(fits=fits, may_wait=max(1, ready) if autoscaler_running() else 0)
 
 
 def actor_env() -> dict[str, str]:
