@@ -23,7 +23,8 @@ adapters, identity pictures, outputs, work area) is checked before Ray starts.
 One driver per work area: a resubmission while the job's driver is still
 alive exits 2 naming it (``ray job stop <id>``, or when its lease expires); a
 driver that died stops refreshing its lease and the next one takes it over
-after ``lease.expiry_seconds``.  ``--force-takeover`` takes it at once: only for
+after ``lease.expiry_seconds``, or at once when it runs on the dead driver's
+host and sees its process gone.  ``--force-takeover`` takes it at once: only for
 an operator who knows the old driver is gone (a live one stops with exit 1).
 
 Exit status: 0 when every shot's output is published (or skipped by

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import av
 import numpy as np
 
-from cluster.lease.acquire import Holder, lease_url
+from cluster.lease.acquire import lease_url
+from cluster.lease.holder import Holder
 from cluster.lease.store import LeaseStore
 from jobs.demo_media import make_face_clip, write_source_image
 

@@ -2,9 +2,17 @@
 
 A driver takes the lease once its checks have passed and before it writes
 anything else (:func:`acquire_lease`); it names the driver (Ray job submission
-id, host, pid), when it started and its last heartbeat, which a daemon thread
-refreshes every ``lease.heartbeat_seconds`` (10 s; at least 1 s and at most a
-third of the expiry).  The lease is removed when the driver ends, successful or not.
+id, host, pid, and what makes that pid one process: the host's boot id, the pid
+namespace and the process start time, :mod:`cluster.lease.process`), when it
+started and its last heartbeat, which a daemon thread refreshes every
+``lease.heartbeat_seconds`` (10 s; at least 1 s and at most a third of the
+expiry).  Each refresh is a compare-and-swap (:meth:`LeaseStore.swap
+<cluster.lease.store.LeaseStore.swap>`: S3 ``If-Match`` on the ETag this driver
+wrote last, a locked read-compare-rename on a local disk): a driver that
+stalled while its lease was taken over finds it lost on its next beat
+(:class:`LeaseLost`) and never overwrites the taker's lease.  The lease is
+removed when the driver ends, successful or not (again only if it is still the
+version this driver wrote).
 
 * A second driver finds a live lease and refuses (:class:`LeaseHeld`, exit 2),
   naming the holder and how to stop it, or when its lease will expire.
@@ -12,14 +20,21 @@ third of the expiry).  The lease is removed when the driver ends, successful or 
   file over 64 KiB: only that much is read) is refused like a live one, naming
   the file; ``--force-takeover`` replaces it.
 * A lease whose heartbeat is older than its ``expiry_seconds`` (60 s; 5 s to 1 h) belongs
-  to a dead driver: the next driver takes it over and resumes.  Two drivers may
+  to a dead driver: the next driver takes it over and resumes.
+* A live lease whose holder ran on this host (same host name, boot id and pid
+  namespace) and whose process is gone (its pid not running, a zombie, or reused
+  by a process started at another time) is taken over at once, saying why.  A
+  holder on another host, or a lease written without those fields, waits for its
+  expiry.  Two drivers may
   find the same expired lease; each first creates the marker
   ``lease.takeover-<stale token>-1.json`` with create-if-absent, so exactly one
   of them goes on: it re-reads the lease and replaces it only if it still holds
   that stale token, then removes the marker.  A taker that loses sees the
   winner's marker (or, once it is removed, the winner's lease) and refuses.  A
-  marker left by a taker that died on the spot is itself judged by its age, and
-  the next one numbered ``-2``, ``-3``... is used.
+  marker left by a taker that died on the spot is itself judged by its age (or
+  its process, when it ran on this host), and the next one numbered ``-2``,
+  ``-3``... is used.  The replacement itself is a compare-and-swap against the
+  lease as read, so a holder that was only slow and beat meanwhile keeps it.
 * ``force`` (``--force-takeover``) replaces any lease: for an operator who knows
   the old driver is gone.  If it is not, its heartbeat finds the lease taken
   within one beat and it stops publishing (:class:`LeaseLost`, exit 1).
@@ -29,25 +44,19 @@ The drivers' clocks are assumed to agree to well within the expiry.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import logging
-import math
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from cluster.lease.store import LeaseStore
+from cluster.lease.holder import EXPIRY_MAX_SECONDS, EXPIRY_MIN_SECONDS, Holder, read_holder
+from cluster.lease.store import LeaseStore, Stored
 from pipeline.configbase import Frozen
 from pipeline.errors import InputRefused, LeaseError, RecastError
-from pipeline.store import jsonload, storage
+from pipeline.store import storage
 
 logger = logging.getLogger(__name__)
 
@@ -65,9 +74,6 @@ class LeaseLost(LeaseError):
     """This driver's lease was taken over (or could not be refreshed): it stops publishing."""
 
 
-EXPIRY_MIN_SECONDS, EXPIRY_MAX_SECONDS = 5.0, 3600.0
-"""``lease.expiry_seconds``: long enough that a busy store does not expire a live driver, short
-enough that a crashed one does not lock its work area for more than an hour."""
 HEARTBEAT_MIN_SECONDS = 1.0
 """``lease.heartbeat_seconds``: a lease is rewritten at most once a second."""
 BEATS_PER_EXPIRY = 3
@@ -84,7 +90,8 @@ class LeaseConfig(Frozen):
     expiry_seconds: float = Field(
         default=60.0, ge=EXPIRY_MIN_SECONDS, le=EXPIRY_MAX_SECONDS, allow_inf_nan=False
     )
-    """A lease not refreshed for this long is dead: another driver may take the work area over."""
+    """A lease not refreshed for this long is dead: another driver may take the work area over.
+    (A driver on the holder's own host takes it over at once when the holder's process is gone.)"""
     heartbeat_seconds: float = Field(
         default=10.0, ge=HEARTBEAT_MIN_SECONDS, le=EXPIRY_MAX_SECONDS, allow_inf_nan=False
     )
@@ -97,110 +104,6 @@ class LeaseConfig(Frozen):
         if expiry is not None and value * BEATS_PER_EXPIRY > expiry:
             raise ValueError(f"{value:g} must be at most a third of lease.expiry_seconds ({expiry:g})")
         return value
-
-
-def submission_id(env: Mapping[str, str]) -> str | None:
-    """The Ray job submission id of this driver (``ray job submit`` passes it in the job config)."""
-    if env.get("RAY_JOB_SUBMISSION_ID"):
-        return env["RAY_JOB_SUBMISSION_ID"]
-    try:
-        found = jsonload.loads(env.get("RAY_JOB_CONFIG_JSON_ENV_VAR", ""))["metadata"]["job_submission_id"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    return str(found) if found else None
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Who holds (or is taking over) a lease; ``token`` is unique to one run of one driver."""
-
-    token: str
-    job_id: str
-    submission_id: str | None
-    host: str
-    pid: int
-    acquired_at: float
-    heartbeat_at: float
-    """Epoch seconds, the holder's clock."""
-    expiry_seconds: float
-
-    @classmethod
-    def new(
-        cls, job_id: str, expiry_seconds: float, env: Mapping[str, str] | None = None, *, now: float
-    ) -> Holder:
-        return cls(
-            token=uuid.uuid4().hex,
-            job_id=job_id,
-            submission_id=submission_id(os.environ if env is None else env),
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            acquired_at=now,
-            heartbeat_at=now,
-            expiry_seconds=expiry_seconds,
-        )
-
-    @classmethod
-    def from_bytes(cls, data: bytes | None) -> Holder | None:
-        """The holder in a lease's bytes; None when there are none or they are not a lease."""
-        if data is None:
-            return None
-        try:
-            holder = cls(**jsonload.loads(data))
-        except (ValueError, TypeError):  # not JSON, too deep, a key twice (jsonload.JsonError), not a holder
-            return None
-        return holder if holder._well_formed() else None
-
-    def _well_formed(self) -> bool:
-        """Finite times and an expiry of at most :data:`EXPIRY_MAX_SECONDS` (a hand-made lease of
-        ``Infinity`` would otherwise hold the work area forever)."""
-        times: tuple[object, ...] = (self.acquired_at, self.heartbeat_at, self.expiry_seconds)  # as read
-        if not all(
-            isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) for t in times
-        ):
-            return False
-        return 0 < self.expiry_seconds <= EXPIRY_MAX_SECONDS and isinstance(self.token, str)
-
-    def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), indent=1).encode()
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def beat(self, now: float) -> Holder:
-        return replace(self, heartbeat_at=now)
-
-    def age(self, now: float) -> float:
-        return max(0.0, now - self.heartbeat_at)
-
-    def expired(self, now: float) -> bool:
-        return self.age(now) > self.expiry_seconds
-
-    def describe(self, now: float) -> str:
-        who = f"Ray job {self.submission_id}" if self.submission_id else "a driver"
-        started = dt.datetime.fromtimestamp(self.acquired_at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        return f"{who} on host {self.host} (pid {self.pid}), started {started}, last heartbeat {self.age(now):.0f} s ago"
-
-    def how_to_stop(self, now: float) -> str:
-        stop = (
-            f"stop it with `ray job stop {self.submission_id}`"
-            if self.submission_id
-            else f"stop it (pid {self.pid} on {self.host})"
-        )
-        left = max(0.0, self.expiry_seconds - self.age(now))
-        return (
-            f"{stop}, or, if it is dead, resubmit in {left:.0f} s when its lease expires "
-            f"({self.expiry_seconds:g} s without a heartbeat) to resume; --force-takeover if you know it is gone"
-        )
-
-
-def read_holder(store: LeaseStore, url: str) -> Holder | None:
-    """The holder of the lease (or takeover marker) at ``url``; None when there is none or it is
-    not a lease, including one larger than :data:`~pipeline.limits.LEASE_MAX_BYTES`."""
-    try:
-        return Holder.from_bytes(store.read(url))
-    except InputRefused as exc:
-        logger.warning("%s: %s; read as a corrupt lease", url, exc.reason)
-        return None
 
 
 def lease_url(work_url: str) -> str:
@@ -217,8 +120,10 @@ class Lease:
         store: LeaseStore,
         config: LeaseConfig,
         *,
+        version: str,
         took_over: Holder | None = None,
         reason: str | None = None,
+        why: str | None = None,
         clock: Clock = time.time,
     ) -> None:
         self.work_url = work_url
@@ -226,11 +131,17 @@ class Lease:
         """Epoch seconds now: heartbeats and messages (a test passes one it advances itself)."""
         self.url = lease_url(work_url)
         self.holder = holder
+        self.version = version
+        """The version of ``lease.json`` this driver wrote last (S3: its ETag): each refresh and the
+        release act only on that version (:meth:`LeaseStore.swap`)."""
         self.store = store
         self.config = config
         self.took_over = took_over
         self.reason = reason
-        """None: the lease was free; "expired" or "forced": ``took_over``'s lease was replaced."""
+        """None: the lease was free; "expired", "gone" (its holder's process on this host had ended)
+        or "forced": ``took_over``'s lease was replaced."""
+        self.why = why
+        """For "gone": how the holder's process was found gone ("pid 123 not running")."""
         self._lost: str | None = None
         self._released = False
         self._refreshed = time.monotonic()
@@ -262,12 +173,19 @@ class Lease:
             "holder": self.holder.to_dict(),
             "took_over": self.took_over.to_dict() if self.took_over is not None else None,
             "reason": self.reason,
+            "why": self.why,
         }
 
     def takeover_message(self) -> str | None:
         if self.reason is None:
             return None
         whose = self.took_over.describe(self.clock()) if self.took_over is not None else "an unreadable lease"
+        if self.reason == "gone" and self.took_over is not None:
+            return (
+                f"took over the lease of work area {self.work_url}: holder {whose} ran on this host and "
+                f"is gone ({self.why}); lease taken over without waiting for its expiry "
+                f"({self.took_over.expiry_seconds:g} s)"
+            )
         how = "forced (--force-takeover)" if self.reason == "forced" else "its heartbeat had expired"
         return f"took over the lease of work area {self.work_url} from {whose}: {how}"
 
@@ -280,9 +198,10 @@ class Lease:
             return
         self._released = True
         try:
-            current = read_holder(self.store, self.url)
-            if current is not None and current.token == self.holder.token:
-                self.store.remove(self.url)
+            if not self.store.remove_if(self.url, self.version):
+                mine = self._mine()
+                if mine is not None:
+                    self.store.remove_if(self.url, mine.version)
         except RecastError as exc:
             logger.warning("could not release the lease %s (it expires by itself): %s", self.url, exc)
 
@@ -290,14 +209,7 @@ class Lease:
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.config.heartbeat_seconds) and self._lost is None:
             try:
-                current = read_holder(self.store, self.url)
-                if current is None or current.token != self.holder.token:
-                    self._lose(current)
-                    return
-                beat = self.holder.beat(self.clock())
-                self.store.replace(self.url, beat.to_bytes())
-                self.holder = beat
-                self._refreshed = time.monotonic()
+                self._beat()
             except RecastError as exc:
                 silent = time.monotonic() - self._refreshed
                 logger.warning(
@@ -313,6 +225,32 @@ class Lease:
                     )
                     logger.error("%s", self._lost)
                     return
+
+    def _beat(self) -> None:
+        """One refresh: a compare-and-swap on the version this driver wrote last.  When that is no
+        longer there, the lease is read: another holder's (or none) means it was lost; this
+        driver's own means its last write landed after its answer was lost (a PUT retried after a
+        dropped response), and the swap is tried once more on that version."""
+        beat = self.holder.beat(self.clock())
+        version = self.store.swap(self.url, beat.to_bytes(), self.version)
+        if version is None:
+            mine = self._mine()
+            if mine is not None:
+                version = self.store.swap(self.url, beat.to_bytes(), mine.version)
+        if version is None:
+            self._lose(read_holder(self.store, self.url))
+            return
+        self.holder, self.version = beat, version
+        self._refreshed = time.monotonic()
+
+    def _mine(self) -> Stored | None:
+        """The lease as stored, when it is still this driver's (its token); else None."""
+        try:
+            stored = self.store.read_versioned(self.url)
+        except InputRefused:
+            return None
+        current = Holder.from_bytes(stored.data) if stored is not None else None
+        return stored if current is not None and current.token == self.holder.token else None
 
     def _lose(self, current: Holder | None) -> None:
         if self._lost is None:
@@ -342,21 +280,24 @@ def acquire_lease(
     me = Holder.new(job_id, config.expiry_seconds, env, now=clock())
     for _ in range(ACQUIRE_ATTEMPTS):
         try:
-            current_bytes = store.read(url)
+            stored = store.read_versioned(url)
         except InputRefused as exc:
-            current_bytes, unreadable = b"", f" ({exc.reason})"
+            stored, unreadable = Stored(b"", ""), f" ({exc.reason})"
         else:
             unreadable = ""
-        if current_bytes is None:
-            if store.create(url, me.to_bytes()):
+        if stored is None:
+            version = store.create(url, me.to_bytes())
+            if version is not None:
                 logger.info("work area %s: lease taken", work_url)
-                return Lease(work_url, me, store, config, clock=clock)
+                return Lease(work_url, me, store, config, version=version, clock=clock)
             continue  # another driver created it in between: look at it
-        current = Holder.from_bytes(current_bytes)
+        current = Holder.from_bytes(stored.data)
         now = clock()
         if force:
-            store.replace(url, me.to_bytes())
-            lease = Lease(work_url, me, store, config, took_over=current, reason="forced", clock=clock)
+            version = store.replace(url, me.to_bytes())
+            lease = Lease(
+                work_url, me, store, config, version=version, took_over=current, reason="forced", clock=clock
+            )
             logger.warning("%s", lease.takeover_message())
             return lease
         if current is None:
@@ -365,38 +306,46 @@ def acquire_lease(
                 f"{url} is not a readable lease{unreadable}; if no driver is running on this work area, "
                 "resubmit with --force-takeover",
             )
-        if not current.expired(now):
+        gone = None if current.expired(now) else current.gone()
+        if gone is None and not current.expired(now):
             raise LeaseHeld(work_url, f"in use by {current.describe(now)}; {current.how_to_stop(now)}")
-        if _take_over(work_url, store, current, me, clock):
-            lease = Lease(work_url, me, store, config, took_over=current, reason="expired", clock=clock)
+        version = _take_over(work_url, store, me, stale=stored, holder=current, clock=clock)
+        if version is not None:
+            lease = Lease(
+                work_url, me, store, config, version=version, took_over=current,
+                reason="expired" if gone is None else "gone", why=gone, clock=clock,
+            )  # fmt: skip
             logger.warning("%s", lease.takeover_message())
             return lease
     raise LeaseHeld(work_url, "its lease kept changing hands while this driver tried to take it; resubmit")
 
 
-def _take_over(work_url: str, store: LeaseStore, stale: Holder, me: Holder, clock: Clock) -> bool:
-    """Replace the expired lease ``stale``; False when it changed meanwhile (the caller looks again)."""
+def _take_over(
+    work_url: str, store: LeaseStore, me: Holder, *, stale: Stored, holder: Holder, clock: Clock
+) -> str | None:
+    """Replace the expired (or gone) lease ``stale`` of ``holder``: the version written, or None
+    when it changed meanwhile (the caller looks again)."""
     url = lease_url(work_url)
+    token = holder.token
     number = 1
     while True:
-        marker = storage.join(work_url, f"lease.takeover-{stale.token}-{number}.json")
-        if store.create(marker, me.to_bytes()):
+        marker = storage.join(work_url, f"lease.takeover-{token}-{number}.json")
+        if store.create(marker, me.to_bytes()) is not None:
             try:
-                if read_holder(store, url) != stale:
-                    return False  # released, or replaced by a taker that finished before us
-                store.replace(url, me.to_bytes())
-                return True
+                # None: released, replaced by a taker that finished before us, or refreshed by a
+                # holder that was only slow.
+                return store.swap(url, me.to_bytes(), stale.version)
             finally:
                 for n in range(1, number + 1):
-                    store.remove(storage.join(work_url, f"lease.takeover-{stale.token}-{n}.json"))
+                    store.remove(storage.join(work_url, f"lease.takeover-{token}-{n}.json"))
         taker = read_holder(store, marker)
         if taker is None:
-            return False  # that taker finished and removed its marker: the lease is its now
+            return None  # that taker finished and removed its marker: the lease is its now
         now = clock()
-        if not taker.expired(now):
+        if not taker.expired(now) and taker.gone() is None:
             raise LeaseHeld(
                 work_url,
-                f"its expired lease ({stale.describe(now)}) is being taken over by {taker.describe(now)}; "
-                f"{taker.how_to_stop(now)}",
+                f"its lease ({holder.describe(now)}) is being taken over by "
+                f"{taker.describe(now)}; {taker.how_to_stop(now)}",
             )
         number += 1  # that taker died between its marker and the lease: the next marker

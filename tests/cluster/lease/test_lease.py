@@ -2,7 +2,9 @@
 
 Races are real: several threads (or processes) at a barrier, on the real store.
 A dead driver is a real process killed with SIGKILL, or the lease object a dead
-driver leaves (a heartbeat older than its expiry) written where it would be.
+driver leaves (a heartbeat older than its expiry, or the identity of a process
+that is gone) written where it would be.  A stalled driver is a real lease whose
+heartbeat thread is held, by the store it writes through, just before it writes.
 """
 
 from __future__ import annotations
@@ -22,16 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.lease.acquire import (
-    Holder,
-    Lease,
-    LeaseConfig,
-    LeaseHeld,
-    LeaseLost,
-    acquire_lease,
-    lease_url,
-    submission_id,
-)
+from cluster.lease.acquire import Lease, LeaseConfig, LeaseHeld, LeaseLost, acquire_lease, lease_url
+from cluster.lease.holder import Holder, submission_id
+from cluster.lease.process import this_process
 from cluster.lease.store import LeaseStore
 from cluster.spec.job import parse_spec
 from pipeline.errors import SpecError
@@ -182,34 +177,235 @@ def test_heartbeat_refreshes_and_a_forced_takeover_stops_the_old_holder(work) ->
 _HOLD = """
 import sys, time
 from cluster.lease.acquire import LeaseConfig, acquire_lease
-acquire_lease(sys.argv[1], LeaseConfig.model_construct(expiry_seconds=4.0, heartbeat_seconds=0.3), job_id="job")
+expiry = float(sys.argv[2])
+acquire_lease(sys.argv[1], LeaseConfig.model_construct(expiry_seconds=expiry, heartbeat_seconds=0.3), job_id="job")
 print("held", flush=True)
 time.sleep(600)
 """
 
 
-def test_killed_holder_keeps_the_lease_until_it_expires(work) -> None:
+def _holding_driver(work: str, expiry: float) -> subprocess.Popen[str]:
+    """A real driver process on this host that has taken the work area's lease (and beats every 0.3 s)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, work], cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", _HOLD, work, str(expiry)], cwd=str(REPO),
+        env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.mark.parametrize("reaped", [True, False], ids=["reaped", "zombie"])
+def test_killed_driver_on_this_host_is_taken_over_at_once(work, reaped, caplog) -> None:
+    """SIGKILL leaves a 30 s lease: the next driver on this host sees its pid gone and takes it at once."""
+    proc = _holding_driver(work, expiry=30.0)
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         time.sleep(0.7)  # a few heartbeats
+        with pytest.raises(LeaseHeld, match=f"pid {proc.pid}"):
+            acquire_lease(work, FAST, job_id="job")  # alive: refused, as before
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        if reaped:
+            proc.wait(timeout=30)
+        else:  # killed, not yet waited for by its parent (this test)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and _state(proc.pid) != "Z":
+                time.sleep(0.02)
+        left = Holder.from_bytes(storage.read_bytes(lease_url(work)))
+        assert left is not None and left.pid == proc.pid and not left.expired(time.time())
+        caplog.set_level("WARNING", logger="cluster.lease.acquire")
+        started = time.monotonic()
+        lease = acquire_lease(work, FAST, job_id="job")  # the real clock: nowhere near its 30 s expiry
+        assert time.monotonic() - started < 5
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
-    killed_at = time.time()
-    with pytest.raises(LeaseHeld, match=f"pid {proc.pid}"):
-        acquire_lease(work, FAST, job_id="job")
-    # No waiting for the expiry: the next driver's clock reads 4.5 s later (the lease's expiry is 4 s).
-    lease = acquire_lease(work, FAST, job_id="job", clock=lambda: killed_at + 4.5)
-    assert lease.reason == "expired" and lease.took_over is not None and lease.took_over.pid == proc.pid
+        proc.wait()
+    why = f"pid {proc.pid} not running" if reaped else f"pid {proc.pid} has exited (a zombie not yet reaped)"
+    assert lease.reason == "gone" and lease.why == why and lease.took_over == left
+    message = lease.takeover_message() or ""
+    assert f"on host {left.host} (pid {proc.pid})" in message and "ran on this host and is gone" in message
+    assert f"({why}); lease taken over without waiting for its expiry (30 s)" in message, message
+    assert message in caplog.text
+    assert lease.record()["reason"] == "gone" and lease.record()["why"] == why
+    assert Holder.from_bytes(storage.read_bytes(lease_url(work))).token == lease.holder.token
+    lease.release()
+    assert not storage.exists(lease_url(work)) and not _leftovers(work), storage.listdir(work)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return None
+
+
+def _here(pid: int, pid_start: int | None, *, age: float = 0.0, **changes: Any) -> Holder:
+    """A live-looking lease (heartbeat ``age`` s ago, 60 s expiry) held by ``pid`` on this host."""
+    here = this_process()
+    then = time.time() - age
+    holder = Holder(
+        "here" + "0" * 28, "job", None, here.host, pid, then - 5, then, 60.0,
+        boot_id=here.boot_id, pid_ns=here.pid_ns, pid_start=pid_start,
+    )  # fmt: skip
+    return replace(holder, **changes)
+
+
+@pytest.fixture
+def sleeper() -> Any:
+    """A live process on this host that is no driver: its pid and its start time (clock ticks)."""
+    proc = subprocess.Popen(["sleep", "600"])
+    try:
+        ticks = int(Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[19])
+        yield proc.pid, ticks
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_reused_pid_is_taken_over_and_a_live_one_refused(work, sleeper) -> None:
+    """The holder's pid now runs another process (started at another time): the holder is gone."""
+    pid, ticks = sleeper
+    assert this_process().boot_id and this_process().pid_ns and this_process().pid_start
+    store = LeaseStore(work)
+    live = _here(pid, ticks)
+    store.replace(lease_url(work), live.to_bytes())
+    with pytest.raises(LeaseHeld, match=f"in use by a driver on host .* \\(pid {pid}\\)"):
+        acquire_lease(work, FAST, job_id="job")  # the pid and its start time match: alive
+    reused = _here(pid, ticks - 500)  # the holder started 5 s before the process that has its pid now
+    store.replace(lease_url(work), reused.to_bytes())
+    lease = acquire_lease(work, FAST, job_id="job")
+    assert lease.reason == "gone" and lease.took_over == reused
+    assert lease.why is not None and lease.why.startswith(f"pid {pid} is now another process, started "), (
+        lease.why
+    )
+    assert "the holder's started" in lease.why
     lease.release()
     assert not _leftovers(work), storage.listdir(work)
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    [
+        {"host": "render-07"},
+        {"boot_id": "0" * 8 + "-0000-0000-0000-" + "0" * 12},  # this host's name, another boot
+        {"pid_ns": "pid:[1]"},  # another container's processes
+        {"boot_id": None, "pid_ns": None, "pid_start": None},  # a lease written before these fields
+    ],
+    ids=["other-host", "other-boot", "other-pid-namespace", "old-lease"],
+)
+def test_holder_that_cannot_be_judged_from_here_waits_for_expiry(work, elsewhere) -> None:
+    """A pid not running here says nothing of a driver on another host: only its expiry frees it."""
+    dead_pid = _ended_pid()
+    away = _here(dead_pid, 12345)
+    away = replace(away, **elsewhere)
+    LeaseStore(work).replace(lease_url(work), away.to_bytes())
+    with pytest.raises(LeaseHeld, match=f"pid {dead_pid}.*resubmit in 60 s"):
+        acquire_lease(work, FAST, job_id="job")
+    lease = acquire_lease(work, FAST, job_id="job", clock=lambda: away.heartbeat_at + 61)
+    assert lease.reason == "expired" and lease.took_over == away and lease.why is None
+    lease.release()
+
+
+def _ended_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+class _StallingStore(LeaseStore):
+    """The real store, except that the heartbeat thread's writes wait at a gate: a driver that stalls
+    (a GC pause, a frozen VM, a slow network) after its heartbeat decided to write and before it does."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.parked = threading.Event()
+        self.gate = threading.Event()
+
+    def _hold(self) -> None:
+        if threading.current_thread().name == "lease-heartbeat":
+            self.parked.set()
+            assert self.gate.wait(60)
+
+    def replace(self, url: str, data: bytes) -> Any:  # the heartbeat's write before compare-and-swap
+        self._hold()
+        return super().replace(url, data)
+
+    def swap(self, url: str, data: bytes, expected: str) -> Any:
+        self._hold()
+        return super().swap(url, data, expected)
+
+
+def test_stalled_driver_never_overwrites_the_takers_lease(work) -> None:
+    """Its lease taken over while it stalled, the old driver's next write finds it lost and leaves it."""
+    stalling = _StallingStore(work)
+    old = acquire_lease(work, FAST, job_id="job", store=stalling)
+    try:
+        assert stalling.parked.wait(10)  # its heartbeat is about to write
+        new = acquire_lease(work, STEADY, job_id="job", force=True)
+        stalling.gate.set()  # the old driver wakes up and writes
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and old._lost is None:
+            time.sleep(0.05)
+        with pytest.raises(LeaseLost, match="taken over by a driver on host"):
+            old.check()
+        for _ in range(3):  # and it stays so, beat after beat
+            assert Holder.from_bytes(storage.read_bytes(lease_url(work))).token == new.holder.token
+            time.sleep(FAST.heartbeat_seconds)
+        new.confirm()
+    finally:
+        stalling.gate.set()
+        old.release()  # must not remove the new holder's lease
+    assert Holder.from_bytes(storage.read_bytes(lease_url(work))).token == new.holder.token
+    new.release()
+    assert not storage.exists(lease_url(work))
+
+
+def test_swap_and_remove_act_only_on_the_version_named(work) -> None:
+    store = LeaseStore(work)
+    url = lease_url(work)
+    first = store.create(url, b"first")
+    assert first is not None and store.create(url, b"again") is None
+    second = store.swap(url, b"second", first)
+    assert second is not None and second != first and storage.read_bytes(url) == b"second"
+    assert store.swap(url, b"late", first) is None  # a writer that last saw "first"
+    assert store.remove_if(url, first) is False and storage.read_bytes(url) == b"second"
+    stored = store.read_versioned(url)
+    assert stored is not None and stored.data == b"second" and stored.version == second
+    third = store.replace(url, b"third")
+    assert store.swap(url, b"late", second) is None and storage.read_bytes(url) == b"third"
+    assert store.remove_if(url, third) is True and not storage.exists(url)
+    assert store.swap(url, b"late", third) is None and not storage.exists(url)
+
+
+class _AnswerLostStore(LeaseStore):
+    """The real store, except that one heartbeat's swap lands but answers as if it had not (a PUT
+    whose response was dropped and whose retry then found its own object: 412)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.lost_answers = 1
+
+    def swap(self, url: str, data: bytes, expected: str) -> str | None:
+        written = super().swap(url, data, expected)
+        if written is not None and self.lost_answers and threading.current_thread().name == "lease-heartbeat":
+            self.lost_answers -= 1
+            return None
+        return written
+
+
+def test_own_write_whose_answer_was_lost_keeps_the_lease(work) -> None:
+    store = _AnswerLostStore(work)
+    lease = acquire_lease(work, FAST, job_id="job", store=store)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and store.lost_answers:
+            time.sleep(0.05)
+        time.sleep(4 * FAST.heartbeat_seconds)
+        lease.confirm()
+        stored = store.read_versioned(lease_url(work))
+        assert stored is not None and stored.version == lease.version
+    finally:
+        lease.release()
+    assert not storage.exists(lease_url(work))
 
 
 def test_s3_conditional_create_refuses_an_existing_object(s3_bucket) -> None:
@@ -217,8 +413,8 @@ def test_s3_conditional_create_refuses_an_existing_object(s3_bucket) -> None:
     url = f"{s3_bucket}/work/x.json"
     store = LeaseStore(url)
     assert store.conditional
-    assert store.create(url, b"first") is True
-    assert store.create(url, b"second") is False
+    assert store.create(url, b"first") is not None
+    assert store.create(url, b"second") is None
     assert storage.read_bytes(url) == b"first"
 
 
@@ -233,20 +429,20 @@ def test_create_by_read_back_keeps_one_winner(where, request) -> None:
     for round_ in range(4):
         url = f"{base}/race-{round_}.json"
         outcomes = _race(6, lambda i, url=url: store.create(url, f"writer {i}".encode()))
-        assert outcomes.count(True) == 1 and outcomes.count(False) == 5, outcomes
-        assert storage.read_bytes(url) == f"writer {outcomes.index(True)}".encode()
+        won = [i for i, o in enumerate(outcomes) if isinstance(o, str)]
+        assert len(won) == 1 and outcomes.count(None) == 5, outcomes
+        assert storage.read_bytes(url) == f"writer {won[0]}".encode()
 
 
-def test_unreadable_lease_is_refused_unless_forced(tmp_path) -> None:
-    work = str(tmp_path / "work")
-    os.makedirs(work)
-    Path(work, "lease.json").write_text("{not json")
+@pytest.mark.parametrize("body", [b"{not json", b""], ids=["not-json", "empty"])
+def test_unreadable_lease_is_refused_unless_forced(work, body) -> None:
+    LeaseStore(work).replace(lease_url(work), body)
     with pytest.raises(LeaseHeld, match="not a readable lease.*--force-takeover"):
         acquire_lease(work, FAST, job_id="job")
     lease = acquire_lease(work, FAST, job_id="job", force=True)
     assert lease.reason == "forced" and lease.took_over is None
     lease.release()
-    assert not os.path.exists(os.path.join(work, "lease.json"))
+    assert not storage.exists(lease_url(work))
 
 
 def test_submission_id_comes_from_the_job_config_ray_passes() -> None:

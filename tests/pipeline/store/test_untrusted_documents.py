@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.lease.acquire import Holder
+from cluster.lease.holder import Holder
 from cluster.state.manifest import JobManifest
 from pipeline.errors import ModelPackError
 from pipeline.models.pack import parse_manifest
