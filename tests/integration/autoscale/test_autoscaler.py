@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 import ray
@@ -87,7 +87,7 @@ class NodeWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
 
-    def __enter__(self) -> NodeWatch:
+    def __enter__(self) -> Self:
         self.started = time.monotonic()
         self._thread.start()
         return self
