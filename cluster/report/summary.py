@@ -243,6 +243,9 @@ class JobSummary:
     handles, whether ``output.timeline_url`` was written."""
     review_timeline_url: str | None = None
     """The playlist of the job's review movies (``output.review_timeline_url``), once written."""
+    storage_retries: int = 0
+    """Object-store requests sent again and bodies read again (:mod:`pipeline.store.retries`): the driver's
+    and those the actors' results reported (a call that failed takes its count with it)."""
 
     @property
     def ok(self) -> bool:
@@ -287,6 +290,7 @@ class JobSummary:
             "first_chunk_seconds": reported(self.first_chunk_seconds),
             "decode_calls_per_frame": reported(self.decode_calls_per_frame),
             "first_shot_seconds": reported(self.first_shot_seconds),
+            "storage_retries": self.storage_retries,
             "started_at_epoch": self.started_at_epoch,
             "warnings": self.warnings,
             "failures": self.failures,
