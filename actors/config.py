@@ -14,6 +14,7 @@ from pipeline.limits import InputLimits
 from pipeline.models.runtime.settings import ExecutionConfig
 from pipeline.provenance.watermark import WatermarkConfig
 from pipeline.qc.config import QcConfig
+from pipeline.store.retries import StorageConfig
 from pipeline.video.decoders import DecodeConfig
 
 
@@ -44,5 +45,7 @@ class RenderConfig(Frozen):
     qc: QcConfig | None = None
     """QC measures taken while rendering (None or disabled: none)."""
     limits: InputLimits = InputLimits()  # identity pictures' file size and pixels (the spec's)
+    storage: StorageConfig = StorageConfig()
+    """Object-store retries and time limits (the spec's ``storage``), set up before anything is read."""
     decode_cache_mb: int = Field(default=2048, ge=0)
     """Decoded pictures kept from analyses for renders on this actor (:mod:`actors.chunkframes`); 0: off."""

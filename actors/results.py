@@ -91,6 +91,8 @@ class ChunkAnalysis:
     """Faces the recognizer embedded (-1: not counted, an analysis from before schedules)."""
     warnings: tuple[str, ...] = ()
     """What the analysis could not do as configured (e.g. a detector that keeps its input size)."""
+    storage_retries: int = 0
+    """Object-store retries the actor made since its previous result (:mod:`pipeline.store.retries`)."""
 
     @property
     def face_count(self) -> int:
@@ -172,3 +174,5 @@ class SegmentResult:
     """QC measures of the chunk's replaced faces (QC on)."""
     watermark: ChunkWatermark | None = None
     """The frames that got the watermark (``provenance.watermark`` on)."""
+    storage_retries: int = 0
+    """Object-store retries the actor made since its previous result (:mod:`pipeline.store.retries`)."""

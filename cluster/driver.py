@@ -94,6 +94,8 @@ class JobRunner:
         self.lease: Lease | None = None
         self.parts = parts or DriverParts()
         self.started = time.perf_counter()
+        self.store = storage.configure(spec.storage)  # this process's store client, before anything is read
+        self._store_retries = self.store.retries
         self._prepared = prepared
         self._observer: JobObserver | None = None
         self._pool: ActorPool | None = None
@@ -191,7 +193,7 @@ class JobRunner:
             observer.warn(prepared.manifest.take_warnings())
             self._write_timeline(prepared, observer)
             provenance.write_audit(observer.summary, shot_urls)
-            return observer.finish(finished=True)
+            return observer.finish(finished=True, storage_retries=self._driver_retries())
         observer.warn(shared_storage_warnings(prepared.work_url, [p.ref.url for p in prepared.planned]))
         observer.warn(plate_warnings(prepared))
         res = spec.resources
@@ -252,7 +254,11 @@ class JobRunner:
         observer.warn(prepared.manifest.take_warnings())  # records set aside, segments rendered again
         self._write_timeline(prepared, observer)
         provenance.write_audit(observer.summary, shot_urls)
-        return observer.finish(finished=finished)
+        return observer.finish(finished=finished, storage_retries=self._driver_retries())
+
+    def _driver_retries(self) -> int:
+        """The driver's object-store retries since the job started (the actors' come with their results)."""
+        return self.store.retries - self._store_retries
 
     def _write_timeline(self, prepared: PreparedJob, observer: JobObserver) -> None:
         """Back to the cut (``output.timeline_url``), once every shot of the edit is published or kept."""

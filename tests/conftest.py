@@ -3,6 +3,8 @@
 - ``s3_endpoint`` / ``s3_bucket``: a real S3 endpoint on loopback.  moto's threaded
   server speaks the S3 wire protocol; s3fs talks to it through ``AWS_ENDPOINT_URL``
   exactly as it would talk to AWS, so nothing is mocked inside the process under test.
+- ``flaky_s3``: a fault-injecting proxy in front of it (:mod:`tests.flaky_s3`), no faults until
+  the test sets some; ``AWS_ENDPOINT_URL`` points at the proxy for the test.
 - ``ray_session`` / ``ray_local``: one local Ray shared by the tests that can share it
   (see :class:`tests.raytools.SharedRay`); ``no_ray`` for tests that prove Ray never started.
 - ``default_pack`` / ``default_models``: the embedded default model pack, built once per session,
@@ -28,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests import tiers
+from tests.flaky_s3 import FlakyS3
 from tests.raytools import SharedRay, free_port
 from tests.tiers import pytest_runtest_protocol, pytest_terminal_summary  # noqa: F401 - hooks of the tiers
 
@@ -73,6 +76,29 @@ def s3_bucket(s3_endpoint: str) -> str:
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
     fs.mkdir(name)
     return f"s3://{name}"
+
+
+@pytest.fixture()
+def flaky_s3(s3_endpoint: str) -> Iterator[FlakyS3]:
+    """The loopback S3 server behind a proxy that fails what the test asks it to (none at first).
+
+    ``AWS_ENDPOINT_URL`` points at the proxy for the test (a Ray started in it inherits that), and
+    cached s3fs clients are dropped on the way in and out; the store settings go back to the default."""
+    from s3fs import S3FileSystem
+
+    from pipeline.store import storage
+    from pipeline.store.retries import StorageConfig
+
+    proxy = FlakyS3(s3_endpoint).start()
+    os.environ["AWS_ENDPOINT_URL"] = proxy.endpoint
+    S3FileSystem.clear_instance_cache()
+    try:
+        yield proxy
+    finally:
+        os.environ["AWS_ENDPOINT_URL"] = s3_endpoint
+        S3FileSystem.clear_instance_cache()
+        storage.configure(StorageConfig())
+        proxy.stop()
 
 
 @pytest.fixture(scope="session")

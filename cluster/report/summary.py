@@ -249,6 +249,9 @@ class JobSummary:
     drained_actors: int = 0
     """Actors retired because their node was being drained (a reclaim notice): they took no new work
     and were released once their calls were done."""
+    storage_retries: int = 0
+    """Object-store requests sent again and bodies read again (:mod:`pipeline.store.retries`): the driver's
+    and those the actors' results reported (a call that failed takes its count with it)."""
 
     @property
     def ok(self) -> bool:
@@ -293,6 +296,7 @@ class JobSummary:
             "first_chunk_seconds": reported(self.first_chunk_seconds),
             "decode_calls_per_frame": reported(self.decode_calls_per_frame),
             "first_shot_seconds": reported(self.first_shot_seconds),
+            "storage_retries": self.storage_retries,
             "started_at_epoch": self.started_at_epoch,
             "warnings": self.warnings,
             "failures": self.failures,

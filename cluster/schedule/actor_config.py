@@ -31,6 +31,7 @@ def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
         qc=spec.qc,
         limits=spec.limits,
         decode_cache_mb=spec.resources.decode_cache_mb,
+        storage=spec.storage,
         # Actors without a GPU have no NVDEC to look for: auto is PyAV there, without a warning.
         decode=spec.decode
         if pool.num_gpus or spec.decode.backend != "auto"

@@ -200,6 +200,7 @@ class JobObserver:
         summary.faces_analysed += analysis.face_count
         summary.faces_embedded += max(0, analysis.faces_embedded)
         summary.frames_decoded += len(analysis.faces)  # one decode per analysed frame
+        self.summary.storage_retries += analysis.storage_retries
         summary.add_stages({k: v for k, v in analysis.stage_seconds.items() if k != "wall"})
         self.summary.warnings.extend(w for w in analysis.warnings if w not in self.summary.warnings)
 
@@ -247,6 +248,7 @@ class JobObserver:
         summary.frames_rendered += result.frames
         summary.frames_decoded += result.frames_decoded
         summary.frames_reused += result.frames_reused
+        self.summary.storage_retries += result.storage_retries
         summary.add_watermark(result.watermark)
         for role, providers in result.providers.items():
             summary.providers.setdefault(role, list(providers))
@@ -372,9 +374,11 @@ class JobObserver:
         except RecastError as exc:
             logger.warning("could not write %s: %s", url, exc)
 
-    def finish(self, *, finished: bool) -> JobSummary:
-        """End of the job: close the progress line, write the summary and the final report."""
+    def finish(self, *, finished: bool, storage_retries: int = 0) -> JobSummary:
+        """End of the job: close the progress line, write the summary and the final report
+        (``storage_retries``: the driver's own, added to the actors')."""
         self.progress.close()
+        self.summary.storage_retries += storage_retries
         self.summary.wall_seconds = self.elapsed()
         self.write_summary()
         self.write_report(finished=finished)

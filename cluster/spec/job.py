@@ -24,6 +24,7 @@ dotted path of the offending value (``shots[1].url``...); unknown keys are rejec
     chunking: {seconds: 20}
     resources: {gpus_per_actor: 1, max_actors: 8}
     lease: {expiry_seconds: 60}                          # one driver per work area
+    storage: {retries: 8, mode: standard, read_timeout_s: 20, total_seconds: 600}  # object-store retries
 
 Relative local paths are resolved against the spec file's folder.  On a cluster (``ray job
 submit --working-dir``) the job runs in a copy of it: give outputs as absolute paths or URLs.
@@ -50,6 +51,7 @@ from pipeline.provenance.config import SignerConfig, WatermarkConfig
 from pipeline.qc.config import QcConfig
 from pipeline.store import storage, yamlload
 from pipeline.store.redact import find_url_credentials, redact_text
+from pipeline.store.retries import StorageConfig
 from pipeline.tracking.tracker import TrackingConfig
 from pipeline.video.decoders import DecodeConfig
 
@@ -245,6 +247,9 @@ class JobSpec(Frozen):
     """The work area's lease: one driver at a time (see :mod:`cluster.lease.acquire`)."""
     decode: DecodeConfig = DecodeConfig()
     """Which decoder reads video sources: ``backend`` auto (NVDEC where available), pyav or nvdec."""
+    storage: StorageConfig = StorageConfig()
+    """How object-store requests are retried, timed out and bounded (the driver's and every actor's;
+    :mod:`pipeline.store.retries`); local paths ignore it."""
 
     @model_validator(mode="before")
     @classmethod

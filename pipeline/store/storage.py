@@ -11,6 +11,10 @@ for local paths we write a hidden temporary file beside the destination, fsync
 it, ``os.replace`` it and fsync the folder.  ``overwrite=False`` publishes only
 if the destination is absent, atomically (a local hard link; on S3 a
 conditional PUT, ``If-None-Match: *``), and never replaces what is there.
+
+Object-store requests are retried by the client itself (botocore's retry mode, s3fs's re-reads) as
+the process's :class:`~pipeline.store.retries.StorageConfig` says (:func:`configure`; the spec's
+``storage:``), each operation below bounded in time and its retries counted (:func:`store_client`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import IO
 
 import fsspec
+import fsspec.config
 from fsspec.core import url_to_fs
 
 from pipeline.errors import InputRefused, StorageError
@@ -38,6 +43,7 @@ from pipeline.store.atomic import (  # noqa: F401 - part of this module's interf
     replace_atomically,
     temporary_of,
 )
+from pipeline.store.retries import StorageConfig, StoreClient
 
 READ_BLOCK_BYTES = 16 * 1024 * 1024
 """Block size of the read cache for remote files: demuxers read mostly sequentially
@@ -54,6 +60,31 @@ def local_path(url: str) -> str:
     return urls.local_path(url)
 
 
+def configure(settings: StorageConfig) -> StoreClient:
+    """Make ``settings`` this process's object-store settings and return its :class:`StoreClient`.
+
+    The client is handed to fsspec's own configuration (``fsspec.config.conf["s3"]``: the options every
+    ``s3://`` filesystem of the process is made with), so every store call made after this, whoever makes
+    it, retries and counts as configured.  The same settings again keep the client (and its count)."""
+    current = _configured()
+    if current is not None and current.settings == settings:
+        return current
+    client = StoreClient(settings)
+    fsspec.config.conf["s3"] = {**fsspec.config.conf.get("s3", {}), **client.s3_options()}
+    return client
+
+
+def _configured() -> StoreClient | None:
+    session = fsspec.config.conf.get("s3", {}).get("session")
+    client = getattr(session, "recast_client", None)
+    return client if isinstance(client, StoreClient) else None
+
+
+def store_client() -> StoreClient:
+    """This process's :class:`StoreClient` (made with the default settings on first use)."""
+    return _configured() or configure(StorageConfig())
+
+
 def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """The fsspec filesystem for ``url`` and the path inside it; chained URLs and stores other
     than :data:`pipeline.store.urls.REMOTE_SCHEMES` are refused (StorageError naming ``url``)."""
@@ -63,10 +94,14 @@ def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     found = urls.scheme(url)
     if found is not None and found not in urls.LOCAL_SCHEMES:
         url = urls.REMOTE_SCHEMES[found] + url[len(found) :]
+    client = store_client()
     try:
-        return url_to_fs(url)
+        fs, path = url_to_fs(url)
     except (ImportError, ValueError) as exc:
         raise StorageError(url, f"unsupported URL ({exc})") from exc
+    if getattr(fs, "session", None) is client.session:
+        fs.retries = client.settings.body_tries  # s3fs's re-reads: an attribute, not a constructor option
+    return fs, path
 
 
 def join(base: str, *parts: str) -> str:
@@ -148,11 +183,13 @@ def open_read(url: str) -> Iterator[IO[bytes]]:
             fh: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed in the finally below
         else:
             fs, path = filesystem(url)
-            fh = fs.open(path, "rb", cache_type="blockcache", block_size=READ_BLOCK_BYTES)
+            with store_client().operation(url):
+                fh = fs.open(path, "rb", cache_type="blockcache", block_size=READ_BLOCK_BYTES)
     except Exception as exc:
         raise _translate(url, exc) from exc
     try:
-        yield fh
+        with contextlib.nullcontext() if is_local(url) else store_client().operation(url):
+            yield fh
     finally:
         fh.close()
 
@@ -163,7 +200,8 @@ def _on[T](url: str, local: Callable[[str], T], remote: Callable[[fsspec.Abstrac
         if is_local(url):
             return local(local_path(url))
         fs, path = filesystem(url)
-        return remote(fs, path)
+        with store_client().operation(url):
+            return remote(fs, path)
     except Exception as exc:
         raise _translate(url, exc) from exc
 
@@ -303,7 +341,8 @@ def fetched(url: str, suffix: str = "") -> Iterator[str]:
         dest = os.path.join(tmp, "data" + suffix)
         try:
             fs, path = filesystem(url)
-            fs.get_file(path, dest)
+            with store_client().operation(url):
+                fs.get_file(path, dest)
         except Exception as exc:
             raise _translate(url, exc) from exc
         yield dest

@@ -1,0 +1,100 @@
+"""A job whose plate and output live on an object store that fails some requests (:mod:`tests.flaky_s3`).
+
+At a few per cent of 503 SlowDown, dropped connections and stalled reads the job publishes the clean
+run's bytes, and its summary counts the retries the proxy caused; when every upload of the output
+fails, the job fails in bounded time naming the output, with nothing half-published.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import fsspec
+import pytest
+
+from cluster.driver import run_job
+from cluster.spec.job import parse_spec
+from pipeline.store.retries import StorageConfig
+from tests.faultjobs import job_spec, make_media
+from tests.flaky_s3 import Faults, FlakyS3
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+STORAGE = {"retries": 6, "connect_timeout_s": 2, "read_timeout_s": 2, "total_seconds": 60}
+"""A read stalled past 2 s is retried; a request failing for a minute gives up."""
+GIVE_UP = {"retries": 3, "connect_timeout_s": 1, "read_timeout_s": 2, "total_seconds": 6}
+"""An object that keeps failing gives up after 6 s (plus one backoff and one attempt)."""
+
+
+def _plate_on_s3(bucket: str, root: str) -> dict[str, str]:
+    media = make_media(root)
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    fs.put_file(media["plate"], f"{bucket}/plates/plate.mp4")
+    return {"plate": f"{bucket}/plates/plate.mp4", "source": media["source"]}
+
+
+def _sha256(fs: Any, url: str) -> str:
+    return hashlib.sha256(fs.cat_file(url)).hexdigest()
+
+
+def _leftovers(fs: Any, bucket: str) -> list[str]:
+    """Temporary or probe objects anywhere in the bucket."""
+    return [k for k in fs.find(bucket, refresh=True) if ".tmp-" in k or "recast-write-check" in k]
+
+
+def test_a_job_through_a_flaky_store_publishes_the_clean_bytes(
+    flaky_ray: FlakyS3, s3_bucket, tmp_path
+) -> None:
+    media = _plate_on_s3(s3_bucket, str(tmp_path))
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    started = time.monotonic()
+    clean = run_job(parse_spec(job_spec(media, f"{s3_bucket}/clean", "clean", storage=STORAGE)))
+    clean_seconds = time.monotonic() - started
+    assert clean.ok, clean.table()
+    assert clean.storage_retries == 0
+    clean_requests = flaky_ray.requests
+
+    flaky_ray.reset_counts()
+    flaky_ray.faults = Faults(rate=0.07, stall_seconds=3.0)
+    started = time.monotonic()
+    flaky = run_job(parse_spec(job_spec(media, f"{s3_bucket}/flaky", "flaky", storage=STORAGE)))
+    flaky_seconds = time.monotonic() - started
+    injected, requests = flaky_ray.injected, flaky_ray.requests
+    flaky_ray.faults = Faults()
+    print(
+        f"\nclean: {clean_seconds:.1f} s, {clean_requests} requests; 7 % faults: {flaky_seconds:.1f} s, "
+        f"{requests} requests, injected {dict(injected)}, storage_retries {flaky.storage_retries}"
+    )
+    assert flaky.ok, flaky.table()
+    assert sum(injected.values()) >= 3, injected
+    (shot,) = flaky.shots
+    assert shot.output_sha256 == clean.shots[0].output_sha256
+    assert _sha256(fs, f"{s3_bucket}/flaky/plate.mp4") == _sha256(fs, f"{s3_bucket}/clean/plate.mp4")
+    # Every 503 and stall is retried by botocore or s3fs and counted; a reset may be re-sent by aiohttp
+    # itself, unseen (a reused connection dropped before any answer).
+    assert injected["slowdown"] + injected["stall"] <= flaky.storage_retries <= sum(injected.values())
+    assert _leftovers(fs, s3_bucket) == []
+
+
+def test_an_output_that_cannot_be_uploaded_fails_the_job_in_bounded_time(
+    flaky_ray: FlakyS3, s3_bucket, tmp_path
+) -> None:
+    media = _plate_on_s3(s3_bucket, str(tmp_path))
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    output = f"{s3_bucket}/failing/plate.mp4"
+    flaky_ray.faults = Faults(rate=1.0, key="/failing/plate.mp4", methods=("PUT",))
+    started = time.monotonic()
+    summary = run_job(parse_spec(job_spec(media, f"{s3_bucket}/failing", "failing", storage=GIVE_UP)))
+    took = time.monotonic() - started
+    flaky_ray.faults = Faults()
+    assert not summary.ok
+    (shot,) = summary.shots
+    assert shot.status == "failed" and shot.error is not None and output in shot.error, shot.error
+    assert "storage.total_seconds" in shot.error and "last error" in shot.error, shot.error
+    # The render itself takes ~30-60 s here; each publish attempt gives up within the bound.
+    bound = StorageConfig(**GIVE_UP).longest_failure_seconds
+    assert took < 120 + 2 * bound, took
+    assert not fs.exists(output)
+    assert _leftovers(fs, s3_bucket) == []
