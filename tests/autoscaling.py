@@ -13,6 +13,14 @@ head's process group ends the whole cluster and nothing else.
 
 A worker node type carries a custom resource standing in for a GPU; the head
 has none, so every render actor is demand that only a worker node satisfies.
+
+What the fake provider does not do: notice a node whose processes were killed.
+It keeps such a node in its list (a cloud provider drops a reclaimed instance),
+and the v1 autoscaler's liveness check never fires for it here, so the lost
+node is not replaced by a new one; its actors' replacements go to the nodes
+the autoscaler has (it launches one beyond the demand while earlier launches
+register).  The v2 autoscaler, which would reconcile this, needs the same
+missing ``example.yaml`` at run time.
 """
 
 from __future__ import annotations
