@@ -40,6 +40,7 @@ from cluster.schedule.planner import ShotPlanner, ShotRenders
 from cluster.schedule.pool import IDLE_RELEASE_SECONDS, ActorPool, ClusterRoom, draining_nodes, ready_ref
 from cluster.schedule.shot_finish import finish_qc, measures_of, review_job, write_tracks
 from cluster.schedule.shot_run import ChunkRender, ShotRun, log_progress
+from cluster.schedule.work_queue import WorkItem
 from cluster.state.ledger import Ledger
 from pipeline.errors import ChecksumError, SpecError
 from pipeline.store import storage
@@ -54,7 +55,8 @@ REPOLL_AFTER_SECONDS = 0.002
 TURN_SECONDS = 0.5
 """While results keep coming, finished plans and merges are taken at least this often."""
 WORK_ATTEMPTS = 2
-"""Tries of a chunk whose work raised (not a lost actor): a deterministic failure then fails its shot."""
+"""Tries of a chunk whose work raised (not a lost actor): a deterministic failure then fails its shot.
+A full work area is not tried again: it stops the job (:meth:`JobLoop._stop_full`)."""
 
 
 class JobLoop:
@@ -192,6 +194,9 @@ class JobLoop:
         if error is None and item.kind == "render":
             error = self._commit_segment(run, outcome.value)
         if error is not None:
+            if self._work_area_full(error):
+                self._stop_full(run, item, error)
+                return
             if item.attempts < WORK_ATTEMPTS and not isinstance(error, RayActorError):
                 # Maybe transient (a storage hiccup); a deterministic failure fails again, and then the shot.
                 logger.warning(
@@ -398,6 +403,26 @@ class JobLoop:
             )
         elif not run.shot.is_sequence and not keep:
             self.publisher.remove_later(segments_url)
+
+    def _work_area_full(self, error: BaseException) -> bool:
+        """A write into the work area (a segment, its record) found the filesystem full."""
+        work = self.prepared.work_url.rstrip("/")
+        return storage.no_space(error) and str(getattr(error, "url", "")).startswith(work + "/")
+
+    def _stop_full(self, run: ShotRun, item: WorkItem, error: BaseException) -> None:
+        """The work area is full: every chunk left needs room there, so the job stops (a job failure
+        naming the full path) rather than render each chunk to fail it twice.  Shots being merged need
+        no room there and are finished; a resubmission once there is space reuses what was committed."""
+        message = (
+            f"the work area is full ({error}): free space in {self.prepared.work_url} "
+            "(output.work_url) and resubmit; committed work is reused"
+        )
+        self.observer.job_failed(message)
+        self._fail(run, f"{item.kind} of chunk {item.chunk} failed: {error}")
+        for other in self.runs:
+            self.dispatcher.drop(other.name)
+            if not other.done and other.name not in self.merging:
+                self._fail(other, f"not finished: {message}")
 
     def _fail(self, run: ShotRun, message: str) -> None:
         if not run.done:

@@ -307,6 +307,11 @@ class JobObserver:
         if summary.qc_failed:
             logger.error("shot %s: QC failed on %s (qc.fail_on)", shot, ", ".join(summary.qc_failed))
 
+    def job_failed(self, message: str) -> None:
+        """A failure of the whole job, besides its shots' (the summary's ``failures``)."""
+        logger.error("job %s: %s", self.summary.job_id, message)
+        self.summary.failures.append(message)
+
     def shot_failed(self, shot: str, message: str, wall: float) -> None:
         logger.error("shot %s failed: %s", shot, message)
         summary = self.shots[shot]

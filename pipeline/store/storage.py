@@ -112,6 +112,15 @@ def join(base: str, *parts: str) -> str:
     return out
 
 
+NO_SPACE = "no space left on device"
+"""The reason of the StorageError a write into a full filesystem (or over a disk quota) raises."""
+
+
+def no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` is the StorageError of a write that found its filesystem full."""
+    return isinstance(exc, StorageError) and exc.reason.startswith(NO_SPACE)
+
+
 def _translate(url: str, exc: BaseException) -> StorageError:
     if isinstance(exc, StorageError):
         return exc
@@ -122,7 +131,9 @@ def _translate(url: str, exc: BaseException) -> StorageError:
     if isinstance(exc, PermissionError):
         return StorageError(url, "permission denied")
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return StorageError(url, "no space left on device")
+        return StorageError(url, NO_SPACE)
+    if isinstance(exc, OSError) and exc.errno == errno.EDQUOT:
+        return StorageError(url, f"{NO_SPACE} (disk quota exceeded)")
     return StorageError(url, f"{type(exc).__name__}: {exc}")
 
 

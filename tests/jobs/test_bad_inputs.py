@@ -30,6 +30,7 @@ from tests.clips import write_audio
 from tests.faultjobs import job_spec, make_media, tmp_files
 from tests.jobs.refusals import KEEP, assert_untouched, run_main, snapshot
 from tests.raytools import RAY_ENV, REPO, free_port
+from tests.tmpfs import small_tmpfs
 
 
 @pytest.fixture(scope="module")
@@ -377,19 +378,8 @@ def test_an_output_that_appears_during_the_job_is_not_overwritten(media, dest, t
 @pytest.fixture()
 def small_fs(tmp_path):
     """A 192 KiB tmpfs (as root); else the test is skipped."""
-    folder = tmp_path / "small"
-    folder.mkdir()
-    done = subprocess.run(
-        check=False,
-        args=["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(folder)],
-        capture_output=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "192k") as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=False)
 
 
 @pytest.mark.ray
@@ -402,6 +392,7 @@ def test_work_area_disk_full(media, dest, tmp_path, capsys, ray_local, small_fs)
     assert run_main(tmp_path, spec) == EXIT_RENDER_FAILED
     err = capsys.readouterr().err
     assert "plate" in err and "no space left on device" in err, err
+    assert f"job: the work area is full ({small_fs}/disk-full/" in err, err  # a job failure, the path named
     assert_untouched(dest, before)
     assert stat_fingerprint(str(dest / "keep.mp4")) == keep_fp
     assert not tmp_files(str(small_fs))
