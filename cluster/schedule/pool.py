@@ -21,6 +21,7 @@ How many actors (the elastic rule):
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -130,14 +131,25 @@ def actors_that_fit(plan: PoolPlan, available: Mapping[str, float]) -> int:
 
 
 def autoscaler_running() -> bool:
-    """Whether the cluster has an autoscaler: its monitor publishes a status in the GCS each round.
+    """Whether the cluster has an autoscaler that can add nodes for pending actors.
 
-    (Ray keeps that key in its internal KV store; a Ray without it reads as no autoscaler.)"""
+    Every head runs Ray's monitor, which publishes a status in the GCS each round with the type of
+    each node.  On a cluster that cannot grow its provider is read-only and names every node's type
+    after the node itself (``node_<id>``); an autoscaler (cluster launcher, KubeRay) names them from
+    its config.  The v2 autoscaler says it is enabled under a key of its own.  (Ray keeps both in its
+    internal KV store; a Ray without them reads as having no autoscaler.)"""
     try:
         from ray._private import ray_constants
+        from ray.autoscaler._private.util import format_readonly_node_type
         from ray.experimental.internal_kv import _internal_kv_get
 
-        return _internal_kv_get(ray_constants.DEBUG_AUTOSCALING_STATUS) is not None
+        if _internal_kv_get("__autoscaler_v2_enabled") == b"1":
+            return True
+        status = _internal_kv_get(ray_constants.DEBUG_AUTOSCALING_STATUS)
+        if status is None:
+            return False
+        types = (json.loads(status).get("autoscaler_report") or {}).get("node_type_mapping") or {}
+        return any(kind != format_readonly_node_type(node) for node, kind in types.items())
     except Exception:  # noqa: BLE001 - an older or newer Ray: behave as on a fixed cluster
         return False
 

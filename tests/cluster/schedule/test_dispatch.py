@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
+from types import SimpleNamespace
 
 import pytest
 import ray
 
-from cluster.schedule.dispatch import Dispatcher, Elasticity, WorkItem
-from cluster.schedule.pool import plan_pool
+from cluster.schedule.dispatch import Dispatcher, Elasticity, Room, WorkItem
+from cluster.schedule.pool import ClusterRoom, plan_pool
 from pipeline.errors import MediaError, SpecError
 
 pytestmark = pytest.mark.ray
@@ -299,3 +301,82 @@ def test_elastic_pool_grows_releases_idle_actors_and_grows_again(ray_local) -> N
     assert len(created) == 4
     dispatcher.release_all()
     assert dispatcher.handles() == []
+
+
+def test_an_unsized_pool_grows_with_the_room_the_cluster_has(ray_local) -> None:
+    """``room``: each poll asks for the actors the cluster has room for and as many waiting as the policy
+    allows as demand, never past ``max_actors``; waiting ones do not hold ready actors to one call."""
+    started_in_poll: list[int] = []
+    rooms = [Room(fits=1, may_wait=0), Room(fits=0, may_wait=5), Room(fits=2, may_wait=5)]
+
+    def start_actor():
+        label = f"g{sum(started_in_poll)}"
+        started_in_poll[-1] += 1
+        return label, Light.remote(label)
+
+    def room(ready: int) -> Room:
+        started_in_poll.append(0)
+        return rooms[min(len(started_in_poll), len(rooms)) - 1]
+
+    dispatcher = Dispatcher(
+        [],
+        max_inflight=2,
+        elastic=Elasticity(
+            start_actor=start_actor,
+            ready_call=lambda handle: handle.ready.remote(),
+            max_actors=4,
+            room=room,
+            poll_seconds=0.3,
+        ),
+    )
+    for v in range(40):
+        dispatcher.submit(_item(v, priority=(v,), seconds=0.05))
+    outcomes = _drain(dispatcher)
+    assert len(outcomes) == 40
+    # Poll 1: room for one, none may wait.  Poll 2: no room, so three (up to max_actors) wait as demand;
+    # they are placed at once on this Ray.  Later polls: at the limit, nothing more is asked for.
+    assert started_in_poll[:2] == [1, 3] and sum(started_in_poll) == 4, started_in_poll
+    assert len({o.item.actor for o in outcomes}) >= 2
+    dispatcher.release_all()
+
+
+def test_cluster_room_counts_free_resources_and_no_demand_without_an_autoscaler(ray_local) -> None:
+    plan = plan_pool(
+        ray.cluster_resources(), gpus_per_actor=0, cpus_per_actor=0.5, max_actors=None, work_items=9
+    )
+    free = ray.available_resources().get("CPU", 0.0)
+    room = ClusterRoom(plan)(ready=3)
+    assert room == Room(fits=math.floor(free / 0.5 + 1e-9), may_wait=0)  # the shared Ray has no autoscaler
+
+
+def test_actors_on_a_drained_node_finish_their_calls_and_take_no_more(ray_local) -> None:
+    a, b = Light.remote("a"), Light.remote("b")
+    ray.get([a.pid.remote(), b.pid.remote()])
+    draining: dict[str, float] = {}
+    dispatcher = Dispatcher(
+        [("a", a), ("b", b)],
+        max_inflight=2,
+        elastic=Elasticity(
+            start_actor=lambda: ("spare", Light.remote("spare")),
+            ready_call=lambda handle: handle.ready.remote(),
+            max_actors=2,
+            draining=lambda: draining,
+            poll_seconds=0.0,
+        ),
+        # What the driver keeps of each actor's set-up probe: here only the node it was placed on.
+        infos={"a": SimpleNamespace(node_id="node-a"), "b": SimpleNamespace(node_id="node-b")},
+    )
+    for v in range(12):
+        dispatcher.submit(_item(v, priority=(v,), seconds=0.3))
+    first = dispatcher.wait(timeout=0.5)
+    held_by_a = [i for i in dispatcher._inflight.values() if i.actor == "a"]
+    assert held_by_a  # a holds calls when its node's reclaim notice comes
+    draining["node-a"] = time.time() + 60
+    noticed = time.perf_counter()
+    outcomes = first + _drain(dispatcher)
+    assert sorted(o.item.chunk for o in outcomes) == list(range(12)) and not any(o.error for o in outcomes)
+    on_a = [o for o in outcomes if o.item.actor == "a"]
+    assert all(o.item.submitted_at < noticed for o in on_a), "a call went to the drained node"
+    assert {o.item.chunk for o in on_a} >= {i.chunk for i in held_by_a}  # its calls finished there
+    assert dispatcher.drained == {"a": "node-a"} and "a" in dispatcher.released and dispatcher.lost == 0
+    dispatcher.release_all()
