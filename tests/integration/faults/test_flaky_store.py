@@ -57,14 +57,14 @@ def test_a_job_through_a_flaky_store_publishes_the_clean_bytes(
     clean_requests = flaky_ray.requests
 
     flaky_ray.reset_counts()
-    flaky_ray.faults = Faults(rate=0.07, stall_seconds=3.0)
+    flaky_ray.faults = Faults(rate=0.05, stall_seconds=3.0)
     started = time.monotonic()
     flaky = run_job(parse_spec(job_spec(media, f"{s3_bucket}/flaky", "flaky", storage=STORAGE)))
     flaky_seconds = time.monotonic() - started
     injected, requests = flaky_ray.injected, flaky_ray.requests
     flaky_ray.faults = Faults()
     print(
-        f"\nclean: {clean_seconds:.1f} s, {clean_requests} requests; 7 % faults: {flaky_seconds:.1f} s, "
+        f"\nclean: {clean_seconds:.1f} s, {clean_requests} requests; 5 % faults: {flaky_seconds:.1f} s, "
         f"{requests} requests, injected {dict(injected)}, storage_retries {flaky.storage_retries}"
     )
     assert flaky.ok, flaky.table()
