@@ -23,11 +23,13 @@ import ray
 import yaml
 
 from cluster.driver import JobRunner
+from cluster.lease.acquire import lease_url
+from cluster.lease.holder import Holder
+from cluster.lease.store import LeaseStore
 from cluster.spec.job import parse_spec
 from tests.faultjobs import (
     CHUNKS,
     corrupt_middle,
-    expire_lease,
     finish,
     job_spec,
     records,
@@ -177,10 +179,7 @@ def test_killed_driver_resumes_only_unfinished_chunks(fault_media, clean_referen
     work = os.path.join(out, ".recast-work", "driver-kill")
     spec_path = str(tmp_path / "job.yaml")
     with open(spec_path, "w") as fh:
-        # A 6 s lease (60 s by default): the resubmission below finds it expired.
-        yaml.safe_dump(
-            job_spec(fault_media, out, "driver-kill", lease={"expiry_seconds": 6, "heartbeat_seconds": 1}), fh
-        )
+        yaml.safe_dump(job_spec(fault_media, out, "driver-kill"), fh)  # the default 60 s lease
     # The driver (and the local Ray it started) in its own process group, killed at once mid-job.
     proc = subprocess.Popen(
         _render_cmd(spec_path), cwd=str(REPO), env=_env(), start_new_session=True,
@@ -208,10 +207,12 @@ def test_killed_driver_resumes_only_unfinished_chunks(fault_media, clean_referen
     assert not os.path.exists(os.path.join(out, "plate.mp4"))
     # What a driver killed while copying the output into place leaves: removed on resume.
     Path(out, ".plate.mp4.recast-tmp-0123456789ab").write_bytes(b"half a file")
-    # The killed driver's lease stays until it expires (aged here, not waited for); the resubmission
-    # then takes it over.
-    left = expire_lease(work)
-    assert left.pid == proc.pid and left.expiry_seconds == 6
+    # The killed driver's lease is still within its 60 s expiry; its holder ran on this host and its
+    # process is gone, so the resubmission takes it over at once instead of waiting.
+    left = Holder.from_bytes(LeaseStore(work).read(lease_url(work)))
+    assert left is not None and left.pid == proc.pid and left.expiry_seconds == 60
+    assert time.time() < left.heartbeat_at + left.expiry_seconds - 20
+    resubmitted = time.monotonic()
 
     # Resubmitted (--resume: the manifest must be there): only the unfinished chunks are rendered.
     summary_path = str(tmp_path / "summary.json")
@@ -221,7 +222,9 @@ def test_killed_driver_resumes_only_unfinished_chunks(fault_media, clean_referen
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     resumed = json.loads(Path(summary_path).read_text())
-    assert resumed["lease"]["reason"] == "expired" and resumed["lease"]["took_over"]["pid"] == proc.pid
+    assert resumed["lease"]["reason"] == "gone" and resumed["lease"]["took_over"]["pid"] == proc.pid
+    assert "not running" in resumed["lease"]["why"], resumed["lease"]
+    assert resumed["setup_seconds"] < 40 and time.monotonic() - resubmitted < 120  # no wait for expiry
     assert not os.path.exists(os.path.join(work, "lease.json"))
     (shot,) = resumed["shots"]
     assert shot["chunks_reused"] == len(rendered)
