@@ -339,6 +339,10 @@ class Dispatcher:
         if self.elastic.room is None:
             self._ask(want - held, held, demand=False)
             return
+        if held == 0:
+            # No actor at all (all released idle, or lost): one is asked for whatever the room, at once.
+            self._ask(1, 0, demand=False)
+            return
         now = time.perf_counter()
         if now - self._polled_at < self.elastic.poll_seconds:
             return

@@ -306,7 +306,7 @@ def test_elastic_pool_grows_releases_idle_actors_and_grows_again(ray_local) -> N
 def test_an_unsized_pool_grows_with_the_room_the_cluster_has(ray_local) -> None:
     """``room``: each poll asks for the actors the cluster has room for and as many waiting as the policy
     allows as demand, never past ``max_actors``; waiting ones do not hold ready actors to one call."""
-    started_in_poll: list[int] = []
+    started_in_poll: list[int] = [0]  # [0]: before the first poll (the pool's first actor)
     rooms = [Room(fits=1, may_wait=0), Room(fits=0, may_wait=5), Room(fits=2, may_wait=5)]
 
     def start_actor():
@@ -316,7 +316,7 @@ def test_an_unsized_pool_grows_with_the_room_the_cluster_has(ray_local) -> None:
 
     def room(ready: int) -> Room:
         started_in_poll.append(0)
-        return rooms[min(len(started_in_poll), len(rooms)) - 1]
+        return rooms[min(len(started_in_poll) - 1, len(rooms)) - 1]
 
     dispatcher = Dispatcher(
         [],
@@ -333,9 +333,9 @@ def test_an_unsized_pool_grows_with_the_room_the_cluster_has(ray_local) -> None:
         dispatcher.submit(_item(v, priority=(v,), seconds=0.05))
     outcomes = _drain(dispatcher)
     assert len(outcomes) == 40
-    # Poll 1: room for one, none may wait.  Poll 2: no room, so three (up to max_actors) wait as demand;
-    # they are placed at once on this Ray.  Later polls: at the limit, nothing more is asked for.
-    assert started_in_poll[:2] == [1, 3] and sum(started_in_poll) == 4, started_in_poll
+    # With none held, one at once.  Poll 1: room for one more, none may wait.  Poll 2: no room, so two
+    # (up to max_actors) wait as demand; they are placed at once on this Ray.  Later polls: at the limit.
+    assert started_in_poll[:3] == [1, 1, 2] and sum(started_in_poll) == 4, started_in_poll
     assert len({o.item.actor for o in outcomes}) >= 2
     dispatcher.release_all()
 
@@ -379,4 +379,37 @@ def test_actors_on_a_drained_node_finish_their_calls_and_take_no_more(ray_local)
     assert all(o.item.submitted_at < noticed for o in on_a), "a call went to the drained node"
     assert {o.item.chunk for o in on_a} >= {i.chunk for i in held_by_a}  # its calls finished there
     assert dispatcher.drained == {"a": "node-a"} and "a" in dispatcher.released and dispatcher.lost == 0
+    dispatcher.release_all()
+
+
+def test_an_unsized_pool_with_no_actor_left_asks_for_one_whatever_the_room(ray_local) -> None:
+    """All actors released (the queue was empty) and new work comes while the room policy sees no room
+    and allows no demand: one actor is still asked for at once, and the work is done."""
+    created: list[str] = []
+
+    def start_actor():
+        created.append(f"z{len(created)}")
+        return created[-1], Light.remote(created[-1])
+
+    dispatcher = Dispatcher(
+        [],
+        max_inflight=1,
+        elastic=Elasticity(
+            start_actor=start_actor,
+            ready_call=lambda handle: handle.ready.remote(),
+            max_actors=3,
+            idle_release_seconds=0.2,
+            room=lambda ready: Room(fits=0, may_wait=0),
+            poll_seconds=3600.0,  # the policy is asked once an hour: growth must not wait for it
+        ),
+    )
+    for v in range(3):
+        dispatcher.submit(_item(v, priority=(v,), seconds=0.05))
+    assert len(_drain(dispatcher)) == 3 and created == ["z0"]
+    deadline = time.monotonic() + 10
+    while dispatcher.handles() and time.monotonic() < deadline:
+        dispatcher.wait(timeout=0.1)
+    assert dispatcher.handles() == []
+    dispatcher.submit(_item(9, priority=(9,), seconds=0.05))
+    assert [o.item.chunk for o in _drain(dispatcher)] == [9] and created == ["z0", "z1"]
     dispatcher.release_all()
