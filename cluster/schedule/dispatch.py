@@ -444,6 +444,7 @@ class Dispatcher:
             self._release(label, handle)
 
     def _release(self, label: str, handle: Any) -> None:
+        self._demand.discard(label)
         self.released.setdefault(label, time.perf_counter())
         self._pending.forget(label)
         release = self.elastic.release_actor if self.elastic is not None else None

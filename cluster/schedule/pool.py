@@ -17,6 +17,9 @@ How many actors (the elastic rule):
   :class:`SpecError` (most likely a CPU-only cluster and a wrong spec; set
   ``max_actors`` to wait for GPU nodes from an autoscaler instead); any other
   shortfall starts one actor, which waits as pending demand, and says so.
+  While the job runs the pool then grows with the cluster (:class:`ClusterRoom`):
+  the actors it has room for, and where an autoscaler runs as many more waiting
+  as demand as are ready, never more than there are chunks.
 """
 
 from __future__ import annotations
