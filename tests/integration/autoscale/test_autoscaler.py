@@ -110,16 +110,26 @@ class NodeWatch:
             self._stop.wait(0.5)
 
 
-def connect(head: AutoscalingHead) -> None:
+def connect(head: AutoscalingHead, timeout: float = 60.0) -> None:
+    """Connect this process to the head as a driver.  The dashboard answers a moment before the head's
+    raylet is registered in the GCS, and until then Ray finds no node to connect to: tried again."""
     os.environ.update(RAY_ENV)
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(
-        address=head.gcs_address,
-        runtime_env={"env_vars": {"PYTHONPATH": str(REPO), **RAY_ENV}},
-        log_to_driver=False,
-        configure_logging=False,
-    )
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            ray.init(
+                address=head.gcs_address,
+                runtime_env={"env_vars": {"PYTHONPATH": str(REPO), **RAY_ENV}},
+                log_to_driver=False,
+                configure_logging=False,
+            )
+            return
+        except ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
 
 
 def outputs(out: str) -> dict[str, str]:
