@@ -214,7 +214,9 @@ def test_a_node_lost_mid_job_is_replaced_and_its_calls_redone(media, reference, 
                 head.wait_workers(2, timeout=120, at_least=True)
                 # Early enough that the lost actor's replacement still finds work when it is ready.
                 _wait_working(runner, thread, rendered=False)
-                victim = next(iter(_actor_nodes(head)))
+                # The node of an actor that is ready and working (one still setting up holds no call).
+                assert runner.summary is not None
+                victim = next(i.node_id for i in runner.summary.actor_info if i.node_id)
                 killed = head.kill_node(victim)  # a reclaimed spot instance: gone, no notice
                 killed_at = time.monotonic()
                 runner_started = time.monotonic() - (time.perf_counter() - runner.started)
