@@ -34,6 +34,8 @@ class FrameArrays:
     boxes: np.ndarray  # (n, 4)
     landmarks: np.ndarray  # (n, 5, 2)
     embeddings: list[np.ndarray | None]
+    matrix: np.ndarray | None = None
+    """(n, D): the embeddings stacked, when every face has one and all are (D,) (the usual case)."""
 
 
 def chunk_arrays(faces_per_frame: Sequence[Sequence[Face]]) -> list[FrameArrays]:
@@ -41,12 +43,21 @@ def chunk_arrays(faces_per_frame: Sequence[Sequence[Face]]) -> list[FrameArrays]
     flat = [f for faces in faces_per_frame for f in faces]
     boxes = np.array([f.box for f in flat], dtype=np.float64).reshape(-1, 4)
     landmarks = np.array([f.landmarks for f in flat], dtype=np.float64).reshape(-1, 5, 2)
-    embeddings = [None if f.embedding is None else np.asarray(f.embedding, np.float64) for f in flat]
+    matrix: np.ndarray | None = None
+    embeddings: list[np.ndarray | None]
+    shapes = {None if f.embedding is None else f.embedding.shape for f in flat}
+    only = next(iter(shapes)) if len(shapes) == 1 else None
+    if only is not None and len(only) == 1:
+        matrix = np.array([f.embedding for f in flat], dtype=np.float64)
+        embeddings = list(matrix)
+    else:
+        embeddings = [None if f.embedding is None else np.asarray(f.embedding, np.float64) for f in flat]
     out = []
     start = 0
     for faces in faces_per_frame:
         end = start + len(faces)
-        out.append(FrameArrays(boxes[start:end], landmarks[start:end], embeddings[start:end]))
+        rows = None if matrix is None else matrix[start:end]
+        out.append(FrameArrays(boxes[start:end], landmarks[start:end], embeddings[start:end], rows))
         start = end
     return out
 

@@ -365,7 +365,10 @@ class Tracker:
             if not rows:
                 continue
             m = np.stack([means[r] for r in rows]).reshape(len(rows), 1, -1)  # type: ignore[misc]
-            e = np.stack([frame.embeddings[c] for c in cols]).reshape(1, len(cols), -1)  # type: ignore[misc]
+            if frame.matrix is not None:  # every face has a (D,) embedding: the frame's rows, stacked
+                e = frame.matrix.reshape(1, len(cols), -1)
+            else:
+                e = np.stack([frame.embeddings[c] for c in cols]).reshape(1, len(cols), -1)  # type: ignore[misc]
             # ``vecdot`` takes each pair's dot product as ``np.dot`` of the two vectors would (a
             # matrix product sums in another order and differs in the last bits).
             if len(rows) == len(means) and len(cols) == len(frame.embeddings):

@@ -53,6 +53,24 @@ def _with_empty_frames(faces: list[list[Face]], every: int) -> list[list[Face]]:
     return out
 
 
+def _mixed_embeddings(faces: list[list[Face]]) -> list[list[Face]]:
+    """Some faces without an embedding, some with a shorter one (another recognizer): the odd cases."""
+    out: list[list[Face]] = []
+    k = 0
+    for frame in faces:
+        row = []
+        for face in frame:
+            k += 1
+            if k % 5 == 0:
+                face = dataclasses.replace(face, embedding=None)
+            elif k % 7 == 0 and face.embedding is not None:
+                short = face.embedding[:128]
+                face = dataclasses.replace(face, embedding=(short / np.linalg.norm(short)).astype(np.float32))
+            row.append(face)
+        out.append(row)
+    return out
+
+
 def _shots() -> dict[str, list[list[Face]]]:
     crowd = crowd_shot(240)
     return {
@@ -71,6 +89,7 @@ def _shots() -> dict[str, list[list[Face]]]:
         "single_face_sine": moving_shot(kind="sine", noise_px=1.0).faces,
         "crowd": crowd.faces,
         "crowd_empty_frames": _with_empty_frames(crowd.faces, 7),
+        "crowd_mixed_embeddings": _mixed_embeddings(crowd.faces),
         "all_empty": [[] for _ in range(20)],
     }
 
