@@ -190,6 +190,39 @@ def multi_face_shot(n_frames: int = 120, *, seed: int = 5) -> SyntheticShot:
     return shot_from_paths([still, walker, late], n_frames, noise_px=1.0, seed=seed)
 
 
+def crowd_shot(
+    n_frames: int = 720, *, n_people: int = 12, seed: int = 6, noise_px: float = 1.0
+) -> SyntheticShot:
+    """A crowd: ``n_people`` faces per frame on crossing paths, each missed now and then.
+
+    Half walk left to right and half right to left on lines a few pixels apart
+    (their boxes cross and overlap fully), at different speeds, bobbing up and
+    down; every person is missed on a few short runs of frames (occluded), and
+    some runs are longer than the tracker's gap, so tracks end and restart.
+    """
+    rng = np.random.default_rng(seed + 1000)
+    width = 1920.0
+
+    def person(p: int) -> Path:
+        speed = float(rng.uniform(1.0, 4.0)) * (1.0 if p % 2 == 0 else -1.0)
+        x0 = float(rng.uniform(0.0, width))
+        y = 150.0 + 40.0 * (p // 4) + 3.0 * (p % 4)
+        phase = float(rng.uniform(0.0, 2 * np.pi))
+        misses: set[int] = set()
+        for start in rng.integers(0, n_frames, size=max(1, n_frames // 60)).tolist():
+            misses.update(range(start, start + int(rng.integers(1, 9))))
+
+        def path(t: int) -> tuple[float, float] | None:
+            if t in misses:
+                return None
+            x = (x0 + speed * t) % (width + 200.0) - 100.0
+            return (x, y + 10.0 * np.sin(t / 15.0 + phase))
+
+        return path
+
+    return shot_from_paths([person(p) for p in range(n_people)], n_frames, noise_px=noise_px, seed=seed)
+
+
 def chunk_bounds(n_frames: int, n_chunks: int) -> list[tuple[int, int]]:
     """Split ``[0, n_frames)`` into ``n_chunks`` contiguous ranges of nearly equal length."""
     edges = np.linspace(0, n_frames, n_chunks + 1).round().astype(int).tolist()

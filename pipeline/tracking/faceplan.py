@@ -10,6 +10,7 @@ their chunk and need no state, so chunk seams cannot show.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,7 @@ import numpy as np
 
 from pipeline.errors import SpecError
 from pipeline.geometry.types import Face, FaceTask
-from pipeline.tracking.smoothing import interpolate_gaps, smooth_track
+from pipeline.tracking.smoothing import OneEuro, interpolate_gaps, smooth_tracks
 from pipeline.tracking.tracker import TrackingConfig, TrackObservation
 
 if TYPE_CHECKING:  # the selection config lives with the face stages
@@ -296,6 +297,19 @@ def _hidden(box: np.ndarray, others: Sequence[Face], min_overlap: float) -> bool
     return False
 
 
+@dataclass(frozen=True)
+class _Segment:
+    """A gap-free stretch of one planned track: dense frames, values (10 landmark + 4 box coordinates)."""
+
+    track_id: int
+    identity: str | None
+    undecided: bool
+    frames: np.ndarray  # (M,) shot frames
+    values: np.ndarray  # (M, 14) float64
+    interpolated: np.ndarray  # (M,) bool
+    scale: float
+
+
 def plan_shot(
     faces_per_frame: Sequence[Sequence[Face]],
     track_ids: Sequence[Sequence[int]],
@@ -338,6 +352,7 @@ def plan_shot(
     n_frames = len(faces_per_frame)
     tasks: list[list[FaceTask]] = [[] for _ in range(n_frames)]
     summaries: dict[int, TrackSummary] = {}
+    segments: list[_Segment] = []
     for tid in sorted(tracks):
         obs = tracks[tid]
         identity, similarity = decisions.get(tid, (None, None))
@@ -359,32 +374,37 @@ def plan_shot(
         ).astype(np.float64)
         # Face size in pixels makes the smoother's speed threshold resolution independent.
         scale = float(np.median([np.sqrt(max(_area(o.box), 1.0)) for o in obs]))
-        for seg in _segments(frames, config.max_gap_frames):
-            dense_frames, dense, interpolated = interpolate_gaps(frames[seg], values[seg])
-            if config.smoothing:
-                dense = smooth_track(
-                    dense,
-                    times[dense_frames],
-                    scale,
-                    min_cutoff_hz=config.smoothing_min_cutoff_hz,
-                    beta=config.smoothing_beta,
-                    derivative_cutoff_hz=config.smoothing_derivative_cutoff_hz,
+        for part in _segments(frames, config.max_gap_frames):
+            dense_frames, dense, interpolated = interpolate_gaps(frames[part], values[part])
+            segments.append(_Segment(tid, identity, undecided, dense_frames, dense, interpolated, scale))
+    if config.smoothing:
+        # Every segment of every track in one pass over time (bit-identical to one by one).
+        smoothed = smooth_tracks(
+            [(seg.values, times[seg.frames], seg.scale) for seg in segments],
+            OneEuro(
+                min_cutoff_hz=config.smoothing_min_cutoff_hz,
+                beta=config.smoothing_beta,
+                derivative_cutoff_hz=config.smoothing_derivative_cutoff_hz,
+            ),
+        )
+        segments = [dataclasses.replace(seg, values=v) for seg, v in zip(segments, smoothed, strict=True)]
+    for seg in segments:
+        boxes = seg.values[:, 10:14].astype(np.float32)
+        landmarks = seg.values[:, :10].reshape(-1, 5, 2).astype(np.float32)
+        extra = {"undecided": True} if seg.undecided else {}
+        for i, (f, interp) in enumerate(zip(seg.frames.tolist(), seg.interpolated.tolist(), strict=True)):
+            box = boxes[i].copy()  # its own memory: a view would carry the whole track when pickled
+            if interp and _hidden(box, faces_per_frame[f], config.occluded_overlap):
+                continue  # behind another face: pasting here would cover the face in front
+            tasks[f].append(
+                FaceTask(
+                    track_id=seg.track_id,
+                    identity=seg.identity or "",
+                    box=box,
+                    landmarks=landmarks[i].copy(),
+                    extra={"interpolated": bool(interp), **extra},
                 )
-            boxes = dense[:, 10:14].astype(np.float32)
-            landmarks = dense[:, :10].reshape(-1, 5, 2).astype(np.float32)
-            for i, (f, interp) in enumerate(zip(dense_frames.tolist(), interpolated.tolist(), strict=True)):
-                box = boxes[i].copy()  # its own memory: a view would carry the whole track when pickled
-                if interp and _hidden(box, faces_per_frame[f], config.occluded_overlap):
-                    continue  # behind another face: pasting here would cover the face in front
-                tasks[f].append(
-                    FaceTask(
-                        track_id=tid,
-                        identity=identity or "",
-                        box=box,
-                        landmarks=landmarks[i].copy(),
-                        extra={"interpolated": bool(interp), **({"undecided": True} if undecided else {})},
-                    )
-                )
+            )
     for frame in tasks:
         frame.sort(key=lambda task: task.track_id)
     logger.debug("planned %d frames, %d tracks", n_frames, len(summaries))

@@ -29,6 +29,14 @@ assignment per frame (Hungarian), which is what keeps two faces apart when
 their boxes cross.  What online association cannot see (a face re-detected
 late and half covered after passing behind another) is repaired by the
 planner, which stitches tracks by embedding over the whole shot.
+
+The live tracks are held as arrays (one row per track) and a chunk's detections
+are converted once (:mod:`pipeline.tracking.frames`), so each frame's predictions,
+overlaps, cosines and updates are array operations over all tracks and faces,
+not a Python loop per pair: a crowd of twelve faces costs about what three did.
+The arithmetic is the per-pair code's, in the same order (cosines through
+``np.vecdot``, which takes each pair's dot product as ``np.dot`` does), so ids and
+states are bit-identical to it (``tests/tracking_reference.py`` keeps that code).
 """
 
 from __future__ import annotations
@@ -43,8 +51,8 @@ from pydantic import Field
 from scipy.optimize import linear_sum_assignment
 
 from pipeline.configbase import Frozen
-from pipeline.geometry.boxes import box_iou
 from pipeline.geometry.types import Face
+from pipeline.tracking.frames import FrameArrays, by_shape, chunk_arrays, iou_matrix, iou_pair
 
 logger = logging.getLogger(__name__)
 
@@ -197,23 +205,85 @@ class TrackerState:
         return TrackerState.from_dict(self.to_dict())
 
 
-def _box_iou_few(a_boxes: Sequence[np.ndarray], b_boxes: Sequence[np.ndarray]) -> np.ndarray:
-    """:func:`box_iou` for a few boxes, in plain floats: the same float64 arithmetic, in the same
-    order, without numpy's per-call overhead (most frames have one or two faces)."""
-    out = np.zeros((len(a_boxes), len(b_boxes)), dtype=np.float64)
-    b_list = [[float(v) for v in b] for b in b_boxes]
-    for r, a in enumerate(a_boxes):
-        a0, a1, a2, a3 = (float(v) for v in a)
-        area_a = max(a2 - a0, 0.0) * max(a3 - a1, 0.0)
-        for c, (b0, b1, b2, b3) in enumerate(b_list):
-            inter = max(min(a2, b2) - max(a0, b0), 0.0) * max(min(a3, b3) - max(a1, b1), 0.0)
-            union = area_a + max(b2 - b0, 0.0) * max(b3 - b1, 0.0) - inter
-            out[r, c] = inter / union if union > 0 else 0.0
-    return out
+@dataclass
+class _Live:
+    """The live tracks as arrays, one row per track, in the order of ``TrackerState.tracks``.
 
+    What the tracker works on inside a chunk: a frame's predictions, overlaps and updates are
+    array operations over all tracks at once.  Embedding sums stay one array per track (a
+    track may have none, and nothing forces every detector to give the same length).
+    """
 
-_FEW_PAIRS = 16
-"""Up to this many track x face pairs, IoU is computed in plain floats."""
+    ids: np.ndarray  # (N,) int64
+    last: np.ndarray  # (N,) int64
+    box: np.ndarray  # (N, 4) float64
+    velocity: np.ndarray  # (N, 2) float64
+    landmarks: np.ndarray  # (N, 5, 2) float64
+    hits: np.ndarray  # (N,) int64
+    emb_sum: list[np.ndarray | None]
+    emb_count: list[int]
+    mean_by_id: dict[int, np.ndarray | None] = field(default_factory=dict)
+    """Unit mean embeddings computed so far, by track id (dropped when the track's sum changes)."""
+
+    @classmethod
+    def of(cls, tracks: Sequence[ActiveTrack]) -> _Live:
+        return cls(
+            ids=np.array([t.track_id for t in tracks], dtype=np.int64),
+            last=np.array([t.last_frame for t in tracks], dtype=np.int64),
+            box=np.array([t.box for t in tracks], dtype=np.float64).reshape(-1, 4),
+            velocity=np.array([t.velocity for t in tracks], dtype=np.float64).reshape(-1, 2),
+            landmarks=np.array([t.landmarks for t in tracks], dtype=np.float64).reshape(-1, 5, 2),
+            hits=np.array([t.hits for t in tracks], dtype=np.int64),
+            emb_sum=[None if t.embedding_sum is None else t.embedding_sum.copy() for t in tracks],
+            emb_count=[t.embedding_count for t in tracks],
+        )
+
+    def tracks(self) -> list[ActiveTrack]:
+        sums = [None if e is None else e.copy() for e in self.emb_sum]
+        return [
+            ActiveTrack(
+                track_id=int(self.ids[r]),
+                last_frame=int(self.last[r]),
+                box=self.box[r].copy(),
+                velocity=self.velocity[r].copy(),
+                landmarks=self.landmarks[r].copy(),
+                embedding_sum=sums[r],
+                embedding_count=self.emb_count[r],
+                hits=int(self.hits[r]),
+            )
+            for r in range(len(self.ids))
+        ]
+
+    def keep(self, rows: np.ndarray) -> None:
+        """Keep only the tracks where ``rows`` (bool, (N,)) is True, in order."""
+        self.ids, self.last, self.hits = self.ids[rows], self.last[rows], self.hits[rows]
+        self.box, self.velocity, self.landmarks = self.box[rows], self.velocity[rows], self.landmarks[rows]
+        picked = np.flatnonzero(rows).tolist()
+        self.emb_sum = [self.emb_sum[r] for r in picked]
+        self.emb_count = [self.emb_count[r] for r in picked]
+        kept = set(self.ids.tolist())
+        self.mean_by_id = {k: v for k, v in self.mean_by_id.items() if k in kept}
+
+    def means(self) -> list[np.ndarray | None]:
+        """Each track's unit mean embedding (None: no embedding yet, or a zero sum)."""
+        ids = self.ids.tolist()
+        todo = [r for r, i in enumerate(ids) if i not in self.mean_by_id]
+        if todo:
+            missing: list[np.ndarray | None] = [None] * len(self.emb_sum)
+            for r in todo:
+                missing[r] = self.emb_sum[r] if self.emb_count[r] > 0 else None
+            for r in todo:
+                self.mean_by_id[ids[r]] = None
+            for rows in by_shape(missing).values():
+                sums = np.stack([self.emb_sum[r] for r in rows])  # type: ignore[misc]
+                flat = sums.reshape(len(rows), -1)
+                # ``np.linalg.norm`` of a vector is ``sqrt(dot(x, x))``; ``vecdot`` is that dot, row by row.
+                norms = np.sqrt(np.vecdot(flat, flat))
+                for k, r in enumerate(rows):
+                    norm = float(norms[k])
+                    if norm > 0:
+                        self.mean_by_id[ids[r]] = sums[k] / norm
+        return [self.mean_by_id[i] for i in ids]
 
 
 class Tracker:
@@ -229,118 +299,150 @@ class Tracker:
 
     def __init__(self, config: TrackingConfig, state: TrackerState | None = None) -> None:
         self.config = config
-        self._state = state.copy() if state is not None else TrackerState()
+        state = state if state is not None else TrackerState()
+        self._next_track_id = state.next_track_id
+        self._last_frame = state.last_frame
+        self._live = _Live.of(state.tracks)
 
     def state(self) -> TrackerState:
         """A deep copy of the current state (safe to serialise or keep)."""
-        return self._state.copy()
+        return TrackerState(
+            next_track_id=self._next_track_id, last_frame=self._last_frame, tracks=self._live.tracks()
+        )
 
     def update(self, frame_index: int, faces: Sequence[Face]) -> list[int]:
         """Assign a track id to each face of frame ``frame_index`` (same order as ``faces``)."""
-        st = self._state
-        if st.last_frame is not None and frame_index <= st.last_frame:
+        return self._step(frame_index, chunk_arrays([faces])[0])
+
+    def _step(self, frame_index: int, frame: FrameArrays) -> list[int]:
+        if self._last_frame is not None and frame_index <= self._last_frame:
             raise ValueError(
-                f"frame_index {frame_index} must be greater than the last frame tracked ({st.last_frame})"
+                f"frame_index {frame_index} must be greater than the last frame tracked ({self._last_frame})"
             )
-        cfg = self.config
+        live = self._live
         # Tracks unseen for longer than the allowed gap can never match again: end them.
-        st.tracks = [t for t in st.tracks if frame_index - t.last_frame - 1 <= cfg.max_gap_frames]
-        st.last_frame = frame_index
-        ids = [-1] * len(faces)
-        if len(faces) == 1 and len(st.tracks) == 1:
-            # One face, one track (most frames of most shots): the assignment is that pair or nothing.
-            if self._admissible(frame_index, st.tracks[0], faces[0]):
-                self._extend(st.tracks[0], frame_index, faces[0])
-                ids[0] = st.tracks[0].track_id
-        elif faces and st.tracks:
-            score, admissible = self._scores(frame_index, faces)
+        alive = frame_index - live.last - 1 <= self.config.max_gap_frames
+        if not alive.all():
+            live.keep(alive)
+        self._last_frame = frame_index
+        n = len(frame.embeddings)
+        ids = [-1] * n
+        if n == 1 and len(live.ids) == 1:
+            # One face, one track (most frames of most shots): that pair or nothing, in plain floats.
+            pairs = [(0, 0)] if self._admissible_one(frame_index, frame) else []
+            if pairs:
+                self._extend(frame_index, frame, pairs)
+                ids[0] = int(live.ids[0])
+        elif n and len(live.ids):
+            score, admissible = self._scores(frame_index, frame)
             # Inadmissible pairs get a score no admissible set can beat, then are discarded.
-            cost = np.where(admissible, -score, 1e6)
-            rows, cols = linear_sum_assignment(cost)
-            for r, c in zip(rows.tolist(), cols.tolist()):
-                if admissible[r, c]:
-                    self._extend(st.tracks[r], frame_index, faces[c])
-                    ids[c] = st.tracks[r].track_id
-        for i, face in enumerate(faces):
-            if ids[i] < 0:
-                ids[i] = self._start(frame_index, face)
+            rows, cols = linear_sum_assignment(np.where(admissible, -score, 1e6))
+            pairs = [(r, c) for r, c in zip(rows.tolist(), cols.tolist()) if admissible[r, c]]
+            if pairs:
+                self._extend(frame_index, frame, pairs)
+                for r, c in pairs:
+                    ids[c] = int(live.ids[r])
+        new = [c for c in range(n) if ids[c] < 0]
+        if new:
+            for c, track_id in zip(new, self._start(frame_index, frame, new)):
+                ids[c] = track_id
         return ids
 
-    def _scores(self, frame_index: int, faces: Sequence[Face]) -> tuple[np.ndarray, np.ndarray]:
+    def _scores(self, frame_index: int, frame: FrameArrays) -> tuple[np.ndarray, np.ndarray]:
+        """Score and admissibility of every (track, face) pair of the frame."""
         cfg = self.config
-        tracks = self._state.tracks
-        predicted = [t.predicted_box(frame_index) for t in tracks]
-        boxes = [np.asarray(f.box, np.float64) for f in faces]
-        if len(predicted) * len(boxes) <= _FEW_PAIRS:
-            iou = _box_iou_few(predicted, boxes)
-        else:
-            iou = box_iou(np.stack(predicted), np.stack(boxes))
+        live = self._live
+        # Only the centre is extrapolated: box size changes mostly come from partial
+        # occlusion and detector noise, and extrapolating them shrinks boxes to nothing.
+        shift = live.velocity * (frame_index - live.last).astype(np.float64)[:, None]
+        iou = iou_matrix(live.box + np.concatenate([shift, shift], axis=1), frame.boxes)
         cos = np.zeros_like(iou)
         has_cos = np.zeros(iou.shape, dtype=bool)
-        for r, t in enumerate(tracks):
-            mean = t.mean_embedding()
-            if mean is None:
+        means = live.means()
+        track_groups = by_shape(means)
+        for shape, cols in by_shape(frame.embeddings).items():
+            rows = track_groups.get(shape)
+            if not rows:
                 continue
-            for c, f in enumerate(faces):
-                if f.embedding is not None and f.embedding.shape == mean.shape:
-                    cos[r, c] = float(np.dot(mean, np.asarray(f.embedding, np.float64)))
-                    has_cos[r, c] = True
+            m = np.stack([means[r] for r in rows]).reshape(len(rows), 1, -1)  # type: ignore[misc]
+            if frame.matrix is not None:  # every face has a (D,) embedding: the frame's rows, stacked
+                e = frame.matrix.reshape(1, len(cols), -1)
+            else:
+                e = np.stack([frame.embeddings[c] for c in cols]).reshape(1, len(cols), -1)  # type: ignore[misc]
+            # ``vecdot`` takes each pair's dot product as ``np.dot`` of the two vectors would (a
+            # matrix product sums in another order and differs in the last bits).
+            if len(rows) == len(means) and len(cols) == len(frame.embeddings):
+                cos[:] = np.vecdot(m, e)
+                has_cos[:] = True
+            else:
+                cos[np.ix_(rows, cols)] = np.vecdot(m, e)
+                has_cos[np.ix_(rows, cols)] = True
         admissible = (iou >= cfg.iou_threshold) | (has_cos & (cos >= cfg.embedding_threshold))
         score = iou + cfg.embedding_weight * np.where(has_cos, cos, 0.0)
         return score, admissible
 
-    def _admissible(self, frame_index: int, track: ActiveTrack, face: Face) -> bool:
-        """:meth:`_scores`' admissibility for one track and one face, the same float64 arithmetic."""
+    def _admissible_one(self, frame_index: int, frame: FrameArrays) -> bool:
+        """:meth:`_scores`' admissibility of the only track and the only face: the same float64
+        arithmetic in plain floats, without numpy's per-call overhead."""
         cfg = self.config
-        iou = float(
-            _box_iou_few([track.predicted_box(frame_index)], [np.asarray(face.box, np.float64)])[0, 0]
-        )
-        if iou >= cfg.iou_threshold:
+        live = self._live
+        dt = float(frame_index - int(live.last[0]))
+        v0, v1 = (float(v) * dt for v in live.velocity[0])
+        t0, t1, t2, t3 = (float(v) for v in live.box[0])
+        if iou_pair((t0 + v0, t1 + v1, t2 + v0, t3 + v1), frame.boxes[0].tolist()) >= cfg.iou_threshold:
             return True
-        mean = track.mean_embedding()
-        if mean is None or face.embedding is None or face.embedding.shape != mean.shape:
+        total, emb = live.emb_sum[0], frame.embeddings[0]
+        if total is None or live.emb_count[0] == 0 or emb is None or emb.shape != total.shape:
             return False
-        return float(np.dot(mean, np.asarray(face.embedding, np.float64))) >= cfg.embedding_threshold
+        norm = float(np.linalg.norm(total))
+        return norm > 0 and float(np.dot(total / norm, emb)) >= cfg.embedding_threshold
 
-    def _extend(self, track: ActiveTrack, frame_index: int, face: Face) -> None:
-        box = np.asarray(face.box, np.float64)
-        dt = float(frame_index - track.last_frame)
-        inst = ((box[:2] + box[2:]) - (track.box[:2] + track.box[2:])) / (2.0 * dt)
-        track.velocity = (
-            inst
-            if track.hits == 1
-            else (self._VELOCITY_BLEND * track.velocity + (1.0 - self._VELOCITY_BLEND) * inst)
-        )
-        track.box = box
-        track.landmarks = np.asarray(face.landmarks, np.float64)
-        track.last_frame = frame_index
-        track.hits += 1
-        if face.embedding is not None:
-            emb = np.asarray(face.embedding, np.float64)
-            if track.embedding_sum is None:
-                track.embedding_sum = emb.copy()
-            elif track.embedding_sum.shape == emb.shape:
-                track.embedding_sum = track.embedding_sum + emb
-            track.embedding_count += 1
+    def _extend(self, frame_index: int, frame: FrameArrays, pairs: Sequence[tuple[int, int]]) -> None:
+        """Move the tracks of ``pairs`` (track row, face) to their faces of this frame."""
+        live = self._live
+        rows = np.array([r for r, _ in pairs], dtype=np.intp)
+        cols = np.array([c for _, c in pairs], dtype=np.intp)
+        box = frame.boxes[cols]
+        old = live.box[rows]
+        dt = (frame_index - live.last[rows]).astype(np.float64)
+        inst = ((box[:, :2] + box[:, 2:]) - (old[:, :2] + old[:, 2:])) / (2.0 * dt)[:, None]
+        blend = self._VELOCITY_BLEND * live.velocity[rows] + (1.0 - self._VELOCITY_BLEND) * inst
+        live.velocity[rows] = np.where((live.hits[rows] == 1)[:, None], inst, blend)
+        live.box[rows] = box
+        live.landmarks[rows] = frame.landmarks[cols]
+        live.last[rows] = frame_index
+        live.hits[rows] += 1
+        for r, c in pairs:
+            emb = frame.embeddings[c]
+            if emb is None:
+                continue
+            total = live.emb_sum[r]
+            if total is None:
+                live.emb_sum[r] = emb.copy()
+            elif total.shape == emb.shape:
+                live.emb_sum[r] = total + emb
+            live.emb_count[r] += 1
+            live.mean_by_id.pop(int(live.ids[r]), None)
 
-    def _start(self, frame_index: int, face: Face) -> int:
-        st = self._state
-        track_id = st.next_track_id
-        st.next_track_id += 1
-        emb = None if face.embedding is None else np.asarray(face.embedding, np.float64).copy()
-        st.tracks.append(
-            ActiveTrack(
-                track_id=track_id,
-                last_frame=frame_index,
-                box=np.asarray(face.box, np.float64).copy(),
-                velocity=np.zeros(2, dtype=np.float64),
-                landmarks=np.asarray(face.landmarks, np.float64).copy(),
-                embedding_sum=emb,
-                embedding_count=0 if emb is None else 1,
-                hits=1,
-            )
-        )
-        return track_id
+    def _start(self, frame_index: int, frame: FrameArrays, cols: list[int]) -> list[int]:
+        """New tracks for the faces ``cols`` (in that order); returns their ids."""
+        live = self._live
+        first = self._next_track_id
+        self._next_track_id += len(cols)
+        new_ids = list(range(first, self._next_track_id))
+        picked = np.array(cols, dtype=np.intp)
+        k = len(cols)
+        live.ids = np.concatenate([live.ids, np.array(new_ids, dtype=np.int64)])
+        live.last = np.concatenate([live.last, np.full(k, frame_index, dtype=np.int64)])
+        live.box = np.concatenate([live.box, frame.boxes[picked]])
+        live.velocity = np.concatenate([live.velocity, np.zeros((k, 2), dtype=np.float64)])
+        live.landmarks = np.concatenate([live.landmarks, frame.landmarks[picked]])
+        live.hits = np.concatenate([live.hits, np.ones(k, dtype=np.int64)])
+        for c in cols:
+            emb = frame.embeddings[c]
+            live.emb_sum.append(None if emb is None else emb.copy())
+            live.emb_count.append(0 if emb is None else 1)
+        return new_ids
 
 
 def track_chunk(
@@ -353,7 +455,10 @@ def track_chunk(
 
     Returns the track id of every face, per frame, and the state to hand to
     the next chunk.  Chaining chunks in order gives exactly the ids of one pass.
+    The chunk's detections are turned into arrays once, then each frame is one
+    array step over all live tracks.
     """
     tracker = Tracker(config, state_in)
-    ids = [tracker.update(first_frame + i, faces) for i, faces in enumerate(faces_per_frame)]
+    frames = chunk_arrays(faces_per_frame)
+    ids = [tracker._step(first_frame + i, frame) for i, frame in enumerate(frames)]
     return ids, tracker.state()
