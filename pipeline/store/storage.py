@@ -211,10 +211,28 @@ def _on[T](url: str, local: Callable[[str], T], remote: Callable[[fsspec.Abstrac
         if is_local(url):
             return local(local_path(url))
         fs, path = filesystem(url)
-        with store_client().operation(url):
-            return remote(fs, path)
+        client = store_client()
+        with client.operation(url):
+            try:
+                return remote(fs, path)
+            except Exception as exc:
+                raise _with_last_error(_translate(url, exc), client.last_error()) from exc
     except Exception as exc:
         raise _translate(url, exc) from exc
+
+
+def _with_last_error(error: StorageError, last: str | None) -> StorageError:
+    """``error`` naming the last failed attempt too, when the store client's own retries ran out first (the
+    client then raises only a bare status, e.g. ``OSError: [Errno 16] Service Unavailable``)."""
+    known = (NO_SPACE, ALREADY_EXISTS, "not found", "permission denied")
+    if (
+        last is None
+        or type(error) is not StorageError
+        or last in error.reason
+        or error.reason.startswith(known)
+    ):
+        return error
+    return StorageError(error.url, f"{error.reason} (retries exhausted; last error: {last})")
 
 
 def read_bytes(url: str, *, max_bytes: int | None = None) -> bytes:
