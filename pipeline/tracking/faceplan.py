@@ -232,6 +232,14 @@ def _area(box: np.ndarray) -> float:
     return max(0.0, x2 - x1) * max(0.0, y2 - y1)
 
 
+def _areas(boxes: np.ndarray) -> np.ndarray:
+    """:func:`_area` of every (4,) row of ``boxes``, float64: the same arithmetic (``max(0.0, w)``
+    is ``w`` only where ``w > 0.0``), without a Python call per face."""
+    b = boxes.astype(np.float64)
+    w, h = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
+    return np.where(w > 0.0, w, 0.0) * np.where(h > 0.0, h, 0.0)
+
+
 def _segments(frames: np.ndarray, max_gap: int) -> list[slice]:
     """Split a track's observation indices where a gap is longer than ``max_gap`` missed frames."""
     cuts = np.nonzero(np.diff(frames) - 1 > max_gap)[0] + 1
@@ -356,13 +364,14 @@ def plan_shot(
     for tid in sorted(tracks):
         obs = tracks[tid]
         identity, similarity = decisions.get(tid, (None, None))
+        areas = _areas(np.stack([o.box for o in obs]))
         summaries[tid] = TrackSummary(
             first_frame=obs[0].frame_index,
             last_frame=obs[-1].frame_index,
             identity=identity,
             similarity=similarity,
             detections=len(obs),
-            mean_area=float(np.mean([_area(o.box) for o in obs])),
+            mean_area=float(np.mean(areas)),
             parts=tuple(chains[tid]),
         )
         undecided = identity is None
@@ -373,7 +382,7 @@ def plan_shot(
             [np.stack([o.landmarks.reshape(-1) for o in obs]), np.stack([o.box for o in obs])], axis=1
         ).astype(np.float64)
         # Face size in pixels makes the smoother's speed threshold resolution independent.
-        scale = float(np.median([np.sqrt(max(_area(o.box), 1.0)) for o in obs]))
+        scale = float(np.median(np.sqrt(np.where(areas > 1.0, areas, 1.0))))  # max(area, 1.0) per face
         for part in _segments(frames, config.max_gap_frames):
             dense_frames, dense, interpolated = interpolate_gaps(frames[part], values[part])
             segments.append(_Segment(tid, identity, undecided, dense_frames, dense, interpolated, scale))

@@ -42,63 +42,28 @@ states are bit-identical to it (``tests/tracking_reference.py`` keeps that code)
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import Field
 from scipy.optimize import linear_sum_assignment
 
-from pipeline.configbase import Frozen
 from pipeline.geometry.types import Face
+from pipeline.tracking.config import TrackingConfig
 from pipeline.tracking.frames import FrameArrays, by_shape, chunk_arrays, iou_matrix, iou_pair
 
 logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 
+_FEW_OVERLAPS = 16
+"""Up to this many track x face pairs, a frame's box overlaps are computed in plain floats."""
 
-class TrackingConfig(Frozen):
-    """How faces are tracked through a shot and how their landmarks are smoothed.
-
-    Frequencies are in cycles per *frame* (multiply by the frame rate for Hz),
-    and speeds in face sizes per frame, so the same settings behave the same
-    for any resolution and face size.
-    """
-
-    iou_threshold: float = Field(0.3, ge=0.0, le=1.0)
-    """Minimum IoU between a track's predicted box and a detection to associate them."""
-    embedding_threshold: float = Field(0.3, ge=-1.0, le=1.0)
-    """Minimum cosine similarity (track mean embedding vs detection) to associate
-    them when the boxes do not overlap enough (fast motion, re-appearance after a gap)."""
-    embedding_weight: float = Field(1.0, ge=0.0)
-    """Weight of the cosine similarity against IoU in the assignment score
-    ``iou + embedding_weight * cosine``; this is what keeps crossing faces apart."""
-    max_gap_frames: int = Field(5, ge=0)
-    """Longest run of missed detections a track survives; the gap is bridged by
-    interpolation in the plan.  A track unseen for longer ends."""
-    stitch_threshold: float = Field(0.5, ge=-1.0, le=1.0)
-    """At planning time, a track that starts at most ``max_gap_frames`` after another
-    ended is joined to it when their mean embeddings reach this cosine: a face that
-    comes out from behind another is often re-detected too late or too occluded to be
-    associated online, and must not restart as a new track (or a new identity)."""
-    occluded_overlap: float = Field(0.5, ge=0.0, le=1.0)
-    """A bridged (interpolated) face whose box is covered by at least this fraction by
-    another detected face is hidden behind it: it gets no task, so nothing is pasted
-    over the face in front."""
-    min_track_frames: int = Field(1, ge=1)
-    """Tracks with fewer detections than this get no tasks (drops one-frame false positives)."""
-    smoothing: bool = True
-    """Smooth each track's landmarks and box over time (zero-phase One-Euro filter)."""
-    smoothing_min_cutoff_hz: float = Field(0.96, gt=0.0, le=100.0)
-    """One-Euro cutoff at rest, in Hz of shot time (lower = steadier still faces).
-    Cutoffs are in seconds, not frames, so 24, 30 and 60 fps plates are smoothed alike."""
-    smoothing_beta: float = Field(8.0, ge=0.0)
-    """How fast the cutoff rises with speed: Hz per face size per second of motion;
-    higher = less lag on motion."""
-    smoothing_derivative_cutoff_hz: float = Field(2.4, gt=0.0, le=100.0)
-    """Cutoff of the speed estimate that drives the adaptation, in Hz."""
+_FEW_PAIRS = 4
+"""Up to this many pairs (or track x face pairs for the overlaps), a frame's updates are done one
+pair at a time in plain floats: numpy's fixed cost per call outweighs the arrays for so few."""
 
 
 @dataclass(frozen=True)
@@ -268,7 +233,20 @@ class _Live:
         """Each track's unit mean embedding (None: no embedding yet, or a zero sum)."""
         ids = self.ids.tolist()
         todo = [r for r, i in enumerate(ids) if i not in self.mean_by_id]
-        if todo:
+        if todo and len(todo) <= _FEW_PAIRS:
+            # A few sums changed (the usual frame): one at a time, as ``np.linalg.norm`` takes each.
+            for r in todo:
+                total = self.emb_sum[r]
+                mean = None
+                if total is not None and self.emb_count[r] > 0:
+                    norm = (
+                        float(np.linalg.norm(total))
+                        if total.ndim != 1
+                        else math.sqrt(float(np.dot(total, total)))
+                    )
+                    mean = total / norm if norm > 0 else None
+                self.mean_by_id[ids[r]] = mean
+        elif todo:
             missing: list[np.ndarray | None] = [None] * len(self.emb_sum)
             for r in todo:
                 missing[r] = self.emb_sum[r] if self.emb_count[r] > 0 else None
@@ -354,11 +332,21 @@ class Tracker:
         live = self._live
         # Only the centre is extrapolated: box size changes mostly come from partial
         # occlusion and detector noise, and extrapolating them shrinks boxes to nothing.
-        shift = live.velocity * (frame_index - live.last).astype(np.float64)[:, None]
-        iou = iou_matrix(live.box + np.concatenate([shift, shift], axis=1), frame.boxes)
+        if len(live.ids) * len(frame.embeddings) <= _FEW_OVERLAPS:
+            iou = np.array(self._overlaps_few(frame_index, frame), dtype=np.float64)
+        else:
+            shift = live.velocity * (frame_index - live.last).astype(np.float64)[:, None]
+            iou = iou_matrix(live.box + np.concatenate([shift, shift], axis=1), frame.boxes)
+        means = live.means()
+        if frame.matrix is not None and all(
+            m is not None and m.shape == frame.matrix.shape[1:] for m in means
+        ):
+            # Every track and every face has a (D,) embedding (the usual frame): one product, all pairs.
+            cos = np.vecdot(np.stack(means)[:, None, :], frame.matrix[None, :, :])  # type: ignore[arg-type]
+            admissible = (iou >= cfg.iou_threshold) | (cos >= cfg.embedding_threshold)
+            return iou + cfg.embedding_weight * cos, admissible
         cos = np.zeros_like(iou)
         has_cos = np.zeros(iou.shape, dtype=bool)
-        means = live.means()
         track_groups = by_shape(means)
         for shape, cols in by_shape(frame.embeddings).items():
             rows = track_groups.get(shape)
@@ -381,6 +369,20 @@ class Tracker:
         score = iou + cfg.embedding_weight * np.where(has_cos, cos, 0.0)
         return score, admissible
 
+    def _overlaps_few(self, frame_index: int, frame: FrameArrays) -> list[list[float]]:
+        """:meth:`_scores`' overlaps of every predicted track box with every face, in plain floats."""
+        live = self._live
+        boxes = frame.boxes.tolist()
+        out = []
+        for last, (v0, v1), (t0, t1, t2, t3) in zip(
+            live.last.tolist(), live.velocity.tolist(), live.box.tolist(), strict=True
+        ):
+            dt = float(frame_index - last)
+            s0, s1 = v0 * dt, v1 * dt
+            predicted = (t0 + s0, t1 + s1, t2 + s0, t3 + s1)
+            out.append([iou_pair(predicted, b) for b in boxes])
+        return out
+
     def _admissible_one(self, frame_index: int, frame: FrameArrays) -> bool:
         """:meth:`_scores`' admissibility of the only track and the only face: the same float64
         arithmetic in plain floats, without numpy's per-call overhead."""
@@ -400,18 +402,21 @@ class Tracker:
     def _extend(self, frame_index: int, frame: FrameArrays, pairs: Sequence[tuple[int, int]]) -> None:
         """Move the tracks of ``pairs`` (track row, face) to their faces of this frame."""
         live = self._live
-        rows = np.array([r for r, _ in pairs], dtype=np.intp)
-        cols = np.array([c for _, c in pairs], dtype=np.intp)
-        box = frame.boxes[cols]
-        old = live.box[rows]
-        dt = (frame_index - live.last[rows]).astype(np.float64)
-        inst = ((box[:, :2] + box[:, 2:]) - (old[:, :2] + old[:, 2:])) / (2.0 * dt)[:, None]
-        blend = self._VELOCITY_BLEND * live.velocity[rows] + (1.0 - self._VELOCITY_BLEND) * inst
-        live.velocity[rows] = np.where((live.hits[rows] == 1)[:, None], inst, blend)
-        live.box[rows] = box
-        live.landmarks[rows] = frame.landmarks[cols]
-        live.last[rows] = frame_index
-        live.hits[rows] += 1
+        if len(pairs) <= _FEW_PAIRS:
+            self._extend_few(frame_index, frame, pairs)
+        else:
+            rows = np.array([r for r, _ in pairs], dtype=np.intp)
+            cols = np.array([c for _, c in pairs], dtype=np.intp)
+            box = frame.boxes[cols]
+            old = live.box[rows]
+            dt = (frame_index - live.last[rows]).astype(np.float64)
+            inst = ((box[:, :2] + box[:, 2:]) - (old[:, :2] + old[:, 2:])) / (2.0 * dt)[:, None]
+            blend = self._VELOCITY_BLEND * live.velocity[rows] + (1.0 - self._VELOCITY_BLEND) * inst
+            live.velocity[rows] = np.where((live.hits[rows] == 1)[:, None], inst, blend)
+            live.box[rows] = box
+            live.landmarks[rows] = frame.landmarks[cols]
+            live.last[rows] = frame_index
+            live.hits[rows] += 1
         for r, c in pairs:
             emb = frame.embeddings[c]
             if emb is None:
@@ -423,6 +428,29 @@ class Tracker:
                 live.emb_sum[r] = total + emb
             live.emb_count[r] += 1
             live.mean_by_id.pop(int(live.ids[r]), None)
+
+    def _extend_few(self, frame_index: int, frame: FrameArrays, pairs: Sequence[tuple[int, int]]) -> None:
+        """:meth:`_extend`'s box, velocity and counters for a few pairs, one pair at a time in
+        plain floats: the same float64 arithmetic, without numpy's per-call overhead."""
+        live = self._live
+        keep = self._VELOCITY_BLEND
+        take = 1.0 - keep
+        boxes, old_boxes = frame.boxes.tolist(), live.box.tolist()
+        last, hits, velocity = live.last.tolist(), live.hits.tolist(), live.velocity.tolist()
+        for r, c in pairs:
+            b0, b1, b2, b3 = boxes[c]
+            o0, o1, o2, o3 = old_boxes[r]
+            step = 2.0 * float(frame_index - last[r])
+            i0, i1 = ((b0 + b2) - (o0 + o2)) / step, ((b1 + b3) - (o1 + o3)) / step
+            if hits[r] == 1:
+                live.velocity[r] = (i0, i1)
+            else:
+                v0, v1 = velocity[r]
+                live.velocity[r] = (keep * v0 + take * i0, keep * v1 + take * i1)
+            live.box[r] = boxes[c]
+            live.landmarks[r] = frame.landmarks[c]
+            live.last[r] = frame_index
+            live.hits[r] = hits[r] + 1
 
     def _start(self, frame_index: int, frame: FrameArrays, cols: list[int]) -> list[int]:
         """New tracks for the faces ``cols`` (in that order); returns their ids."""
