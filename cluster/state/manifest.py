@@ -345,13 +345,14 @@ class JobManifest:
     def write_render(self, shot: str, record: RenderRecord) -> None:
         self._write_json(self._url(shot, self._chunk_name("render", record.chunk)), record.to_json())
 
-    def published_output(self, shot: str, spec_key: str, output_url: str) -> dict[str, Any] | None:
-        """The shot record if this job published ``output_url`` for ``spec_key`` and it is unchanged since."""
+    def published_output(self, shot: str, spec_key: str | None, output_url: str) -> dict[str, Any] | None:
+        """The shot record if this job published ``output_url`` for ``spec_key`` (None: for any spec of the
+        shot) and it is unchanged since."""
         record = self.read_shot(shot)
         if (
             record is None
             or record.get("status") != "published"
-            or record.get("spec_key") != spec_key
+            or (spec_key is not None and record.get("spec_key") != spec_key)
             or record.get("output_url") != output_url
         ):
             return None

@@ -29,7 +29,6 @@ from typing import Any
 
 from actors.results import VideoPass
 from actors.review import REVIEW_PASS
-from cluster.state.fingerprints import output_fingerprint
 from cluster.state.manifest import JobManifest, RenderRecord, SegmentHome
 from pipeline.errors import RecastError
 from pipeline.store import storage
@@ -97,22 +96,16 @@ def recover_chunks(
 
 
 def _published(manifest: JobManifest, shot: str, output_url: str) -> dict[str, Any] | None:
-    """The shot's record if it says ``output_url`` was published and the output is unchanged since."""
-    record = manifest.read_shot(shot)
+    """The shot's record if it says ``output_url`` was published (by any spec of the shot: the fixes
+    changed) and the output is unchanged since, a video's with the render keys it was made with."""
+    if _ext(output_url).lower() == ".mxf":  # its demuxed codec headers may not be the segments' own
+        return None
+    record = manifest.published_output(shot, None, strip_userinfo(output_url))
     if (
         record is None
-        or record.get("status") != "published"
-        or record.get("output_url") != strip_userinfo(output_url)
         or not isinstance(record.get("render_keys"), list)
-        or not isinstance(record.get("output_sha256"), str)
         or record.get("frame_sha256") is not None
-        or _ext(output_url).lower() == ".mxf"  # its demuxed codec headers may not be the segments' own
     ):
-        return None
-    try:
-        if output_fingerprint(output_url) != record.get("output_fingerprint"):
-            return None
-    except RecastError:
         return None
     return record
 
