@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import tempfile
 import time
 import uuid
@@ -38,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.raytools import HEAD_DRAIN_ENV, RAY_CLI, RAY_ENV, VENV_BIN, Head, _stop, _wait_ready, free_port
+from tests.raytools import Head, free_port, running_head
 
 RESOURCE = "recast_gpu"
 WORKER_TYPE = "render.worker"
@@ -91,8 +90,6 @@ def autoscaling_config(
 @dataclass
 class AutoscalingHead(Head):
     """A running autoscaling head (:func:`autoscaling_head`)."""
-
-    temp_dir: str = ""
 
     def worker_nodes(self) -> list[dict[str, Any]]:
         """The live worker nodes (the fake provider's), as ``ray.nodes()`` lists them."""
@@ -167,58 +164,19 @@ def autoscaling_head(
 ) -> Iterator[AutoscalingHead]:
     """Start the head (no render resource) with the real autoscaler on the fake provider; stop the
     whole cluster afterwards (only its own processes)."""
-    port, dash_port = free_port(), free_port()
+    port = free_port()
     temp_dir = tempfile.mkdtemp(prefix="ra-", dir="/tmp")
-    gcs = f"127.0.0.1:{port}"
+    config = autoscaling_config(
+        f"127.0.0.1:{port}", max_workers=max_workers, idle_timeout_minutes=idle_timeout_minutes
+    )
     config_path = os.path.join(temp_dir, "autoscaling.json")
-    config = autoscaling_config(gcs, max_workers=max_workers, idle_timeout_minutes=idle_timeout_minutes)
     Path(config_path).write_text(json.dumps(config))
-    env = {
-        **os.environ,
-        **RAY_ENV,
-        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        HEAD_DRAIN_ENV: "0",
-        "RAY_FAKE_CLUSTER": "1",
-        "AUTOSCALER_UPDATE_INTERVAL_S": "1",
-    }
-    env.pop("RAY_ADDRESS", None)
-    cmd = [
-        RAY_CLI,
-        "start",
-        "--head",
-        "--block",
-        f"--autoscaling-config={config_path}",
-        "--node-ip-address",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--num-cpus",
-        "1",
-        "--num-gpus",
-        "0",
-        "--include-dashboard",
-        "true",
-        "--dashboard-host",
-        "127.0.0.1",
-        "--dashboard-port",
-        str(dash_port),
-        "--temp-dir",
-        temp_dir,
-        "--dashboard-agent-listen-port",
-        str(free_port()),
-        "--ray-client-server-port",
-        str(free_port()),
-        "--metrics-export-port",
-        str(free_port()),
-        "--disable-usage-stats",
-    ]
-    log_path = os.path.join(temp_dir, "head.log")
-    log = open(log_path, "w")  # noqa: SIM115 - closed below
-    process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    head = AutoscalingHead(gcs, f"http://127.0.0.1:{dash_port}", env, process, temp_dir=temp_dir)
-    try:
-        _wait_ready(head.dashboard_url, process, ready_timeout, log_path)
-        yield head
-    finally:
-        _stop(process)
-        log.close()
+    with running_head(
+        port=port,
+        temp_dir=temp_dir,
+        num_cpus=1,
+        ready_timeout=ready_timeout,
+        extra_args=[f"--autoscaling-config={config_path}", "--node-ip-address", "127.0.0.1"],
+        extra_env={"RAY_FAKE_CLUSTER": "1", "AUTOSCALER_UPDATE_INTERVAL_S": "1"},
+    ) as head:
+        yield AutoscalingHead(head.gcs_address, head.dashboard_url, head.env, head.process)

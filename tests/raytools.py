@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -186,8 +186,27 @@ class Head:
 @contextlib.contextmanager
 def ray_head(num_cpus: int = 2, ready_timeout: float = 90.0) -> Iterator[Head]:
     """Start ``ray start --head`` with a dashboard on free ports; stop it afterwards."""
-    port, dash_port = free_port(), free_port()
     temp_dir = tempfile.mkdtemp(prefix="rh-", dir="/tmp")
+    with running_head(
+        port=free_port(), temp_dir=temp_dir, num_cpus=num_cpus, ready_timeout=ready_timeout
+    ) as head:
+        yield head
+
+
+@contextlib.contextmanager
+def running_head(
+    *,
+    port: int,
+    temp_dir: str,
+    num_cpus: int,
+    ready_timeout: float,
+    extra_args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+) -> Iterator[Head]:
+    """``ray start --head --block`` on ``port`` with ``temp_dir`` (removed afterwards), a dashboard and every
+    other port free, in its own process group; ``extra_args`` / ``extra_env`` for a head of another kind
+    (an autoscaling one: :mod:`tests.autoscaling`).  Stopped afterwards, and only its own processes."""
+    dash_port = free_port()
     env = {
         **os.environ,
         **RAY_ENV,
@@ -196,6 +215,7 @@ def ray_head(num_cpus: int = 2, ready_timeout: float = 90.0) -> Iterator[Head]:
         # (30 by default in Ray 2.60) for the raylet to end by itself; ours never does, so every
         # stop took 30 s.  No draining: the head and its workers end within a few seconds.
         HEAD_DRAIN_ENV: "0",
+        **(extra_env or {}),
     }
     env.pop("RAY_ADDRESS", None)
     cmd = [
@@ -225,13 +245,15 @@ def ray_head(num_cpus: int = 2, ready_timeout: float = 90.0) -> Iterator[Head]:
         "--metrics-export-port",
         str(free_port()),
         "--disable-usage-stats",
+        *extra_args,
     ]
-    log = open(os.path.join(temp_dir, "head.log"), "w")  # noqa: SIM115 - closed below
+    log_path = os.path.join(temp_dir, "head.log")
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
     process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     dashboard_url = f"http://127.0.0.1:{dash_port}"
     head = Head(f"127.0.0.1:{port}", dashboard_url, env, process)
     try:
-        _wait_ready(dashboard_url, process, ready_timeout, os.path.join(temp_dir, "head.log"))
+        _wait_ready(dashboard_url, process, ready_timeout, log_path)
         yield head
     finally:
         _stop(process)
