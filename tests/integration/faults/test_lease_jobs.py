@@ -91,8 +91,23 @@ def waiting(*args, **kwargs):
     return wait(*args, **kwargs)
 
 
+def committed_then_held(write_render):
+    # The driver's first committed chunk: held there until killed, so the kill always lands mid-job
+    # (a driver polled from outside may publish the whole short shot between two polls).
+    def written(self, shot, record):
+        write_render(self, shot, record)
+        open(marker, "w").close()
+        time.sleep(600)
+
+    return written
+
+
 if point == "connect":
     worker.Worker.set_is_connected = held
+elif point == "render":
+    from cluster.state.manifest import JobManifest
+
+    JobManifest.write_render = committed_then_held(JobManifest.write_render)
 else:
     ray.wait = waiting
 sys.argv[0] = "jobs.render"
@@ -100,7 +115,8 @@ runpy.run_module("jobs.render", run_name="__main__", alter_sys=True)
 """
 """``python -m jobs.render`` that creates a file at a point of its run (the first two arguments):
 ``connect``, inside ``ray.init`` between starting Ray's core worker and marking it connected (held
-there), or ``wait``, its first ``ray.wait``."""
+there), ``wait``, its first ``ray.wait``, or ``render``, its first committed chunk record (held
+there)."""
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 400) -> tuple[int, str]:
@@ -183,12 +199,13 @@ def test_s3_killed_driver_then_two_resubmissions_after_expiry(
             return []
         return [p for p in fs.ls(folder, refresh=True) if os.path.basename(p).startswith("render-")]
 
-    killed = _driver(head, spec_path, tmp_path / "summary-killed.json")
+    marker = tmp_path / "committed"
+    killed = _driver(head, spec_path, tmp_path / "summary-killed.json", point=("render", marker))
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and killed.poll() is None and not rendered():
-            time.sleep(0.2)
-        assert killed.poll() is None, killed.communicate()[1][-3000:]
+        while time.monotonic() < deadline and killed.poll() is None and not marker.exists():
+            time.sleep(0.05)
+        assert killed.poll() is None and rendered(), killed.communicate()[1][-3000:]
         os.killpg(killed.pid, signal.SIGKILL)
         killed.wait(timeout=30)
     finally:
@@ -196,8 +213,7 @@ def test_s3_killed_driver_then_two_resubmissions_after_expiry(
             os.killpg(killed.pid, signal.SIGKILL)
             killed.wait(timeout=30)
     done_before = len(rendered())
-    # Killed mid-job: at least one chunk rendered, nothing published (all three may have finished
-    # rendering by the time the kill lands: 1 s chunks on two actors commit in bursts).
+    # Killed mid-job, held at its first commit: a chunk recorded, nothing published.
     assert 1 <= done_before <= 3 and not storage.exists(output)
     # Its lease stays until it expires (aged here, not waited for).
     stale = expire_lease(work)

@@ -145,8 +145,14 @@ def test_review_movie_playlist_and_contact_sheet(ray_local, tmp_path) -> None:
     assert shot.review.frames == 2 * FPS and shot.review.flagged_frames == review["flagged_frames"]
     made = _frames(movie)
     assert len(made) == len(frames)
-    for before, after in zip(frames, made, strict=True):  # the same burn-ins and flags
-        assert np.abs(before.astype(np.int16) - after.astype(np.int16)).mean() < 1.0
+    # The same burn-ins and flags.  Not the same bytes: libx264 is not run-to-run deterministic at
+    # this tiny size (320x90: up to 6 different files from 10 encodes of the same frames, also with
+    # one thread; mean differences up to ~1 code value late in the GOP), so the frames are compared
+    # loosely and the flag's corner closely.
+    for before, after in zip(frames, made, strict=True):
+        assert np.abs(before.astype(np.int16) - after.astype(np.int16)).mean() < 2.5
+    assert np.abs(_region(made[first], corner) - inside).mean() < 4
+    assert np.abs(_region(made[first], corner) - _region(made[unflagged[0]], corner)).mean() > 10
     assert (tmp_path / "review" / "sh010_review_contact.png").exists()
     assert sorted(p.name for p in folder.iterdir()) == kept  # the leftover segment is gone
 
