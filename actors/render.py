@@ -7,6 +7,7 @@ the identities of the job (loaded once, cached by name).  The driver calls:
   any error from set-up (bad pack, source image without a face) so that the
   driver reports it by name instead of as a dead actor;
 * ``analyze_chunk(shot_url, info, chunk)`` -> :class:`ChunkAnalysis` (faces with embeddings; small);
+  ``analyze_chunk_apart``: the same as two results, the faces apart (what the driver calls);
 * ``render_chunk(shot_url, info, chunk, tasks_per_frame, *, encoder, segment_url, faces)``
   -> :class:`SegmentResult`: stream-decodes the range, renders, encodes one
   segment and uploads it to the job's work area;
@@ -225,6 +226,15 @@ class RenderWorker(PictureEmbeddings):
             warnings=tuple(tiles.notes) if tiles is not None else (),
             storage_retries=self._storage_retries(),
         )
+
+    @ray.method(num_returns=2)
+    def analyze_chunk_apart(
+        self, shot_url: str, info: VideoInfo, chunk: Chunk
+    ) -> tuple[ChunkAnalysis, list[list[Face]]]:
+        """:meth:`analyze_chunk` as two results: the analysis without its faces, which the driver
+        reads, and the faces, which it hands to the shot's planner actor unread (both owned by the
+        driver, the caller, so they outlive this actor)."""
+        return self.analyze_chunk(shot_url, info, chunk).apart()
 
     def render_chunk(
         self,

@@ -93,10 +93,22 @@ class ChunkAnalysis:
     """What the analysis could not do as configured (e.g. a detector that keeps its input size)."""
     storage_retries: int = 0
     """Object-store retries the actor made since its previous result (:mod:`pipeline.store.retries`)."""
+    counts: tuple[int, int] | None = None
+    """(frames, faces) of an analysis whose faces travel apart (:meth:`apart`); None: they are here."""
 
     @property
     def face_count(self) -> int:
-        return sum(len(f) for f in self.faces)
+        return self.counts[1] if self.counts is not None else sum(len(f) for f in self.faces)
+
+    @property
+    def frame_count(self) -> int:
+        return self.counts[0] if self.counts is not None else len(self.faces)
+
+    def apart(self) -> tuple[ChunkAnalysis, list[list[Face]]]:
+        """This analysis without its faces (counted), and the faces: the driver reads the first, the
+        shot's planner actor the second (:mod:`cluster.schedule.shot_worker`)."""
+        counts = (self.frame_count, self.face_count)
+        return dataclasses.replace(self, faces=[], counts=counts), self.faces
 
 
 class FrameFile(NamedTuple):

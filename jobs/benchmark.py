@@ -7,8 +7,9 @@ Locally (starts its own Ray instance, never joins another one on the machine)::
     .venv/bin/python -m jobs.benchmark --memory --demo    # plus memory flatness and the demo job
     .venv/bin/python -m jobs.benchmark --seconds 60 --production-seconds 60   # minute-long clips
 
-The driver at feature-film scale (real driver, simulated actors; about 20 minutes at the
-default 300 shots x 30 chunks on 256 actors, ``--scale-time-scale 0.5`` halves it)::
+The driver at feature-film scale (real driver, simulated actors; 300 shots x 30 chunks on 1,024
+actors, then a crowd case of 40 shots with 12 faces per frame; ``--scale-time-scale 0.5`` halves
+the modelled chunk times)::
 
     .venv/bin/python -m jobs.benchmark --scale --no-compare
 
@@ -135,9 +136,18 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
     )
     scenarios.add_argument("--scale-shots", type=int, default=300)
     scenarios.add_argument("--scale-chunks-per-shot", type=int, default=30)
-    scenarios.add_argument("--scale-actors", type=int, default=256)
+    scenarios.add_argument("--scale-actors", type=int, default=1024)
     scenarios.add_argument(
         "--scale-time-scale", type=float, default=1.0, help="modelled chunk times x this (default 1)"
+    )
+    scenarios.add_argument(
+        "--scale-crowd-shots",
+        type=int,
+        default=40,
+        help="shots of the crowd case after the main one (0: none)",
+    )
+    scenarios.add_argument(
+        "--scale-crowd-faces", type=int, default=12, help="faces per frame of the crowd case"
     )
     scenarios.add_argument(
         "--plates",
@@ -165,6 +175,8 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
         "scale_chunks_per_shot": args.scale_chunks_per_shot,
         "scale_actors": args.scale_actors,
         "scale_time_scale": args.scale_time_scale,
+        "scale_crowd_shots": args.scale_crowd_shots,
+        "scale_crowd_faces": args.scale_crowd_faces,
         "plates": args.plates,
         "multishot": args.multishot,
     }

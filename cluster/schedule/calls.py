@@ -88,14 +88,15 @@ def adapter_identities(spec: JobSpec, tasks: list[list[FaceTask]]) -> tuple[str,
 _RENDER, _ANALYZE = 0, 1  # render work first: it finishes shots
 
 
-def analysis_item(run: ShotRun, chunk: Chunk) -> WorkItem:
-    """The analysis of ``chunk``: after every pending render, the longest shots first."""
+def analysis_item(run: ShotRun, chunk: Chunk, faces: dict[tuple[str, int], Any]) -> WorkItem:
+    """The analysis of ``chunk``: after every pending render, the longest shots first.  Its call's
+    faces (a reference, never read by the driver) go into ``faces`` under (shot, chunk)."""
     return WorkItem(
         priority=(_ANALYZE, run.rank, chunk.index),
         kind="analyze",
         shot=run.name,
         chunk=chunk.index,
-        call=analyze_call(run, chunk),
+        call=analyze_call(run, chunk, faces),
     )
 
 
@@ -106,7 +107,7 @@ def render_item(
     chunk = render.chunk
     return WorkItem(
         priority=(_RENDER, run.rank, chunk.index),
-        affinity=adapter_identities(spec, render.tasks),
+        affinity=render.affinity,
         prefer=run.analysed_by.get(chunk.index),
         kind="render",
         shot=run.name,
@@ -131,9 +132,16 @@ def review_look(shot: str, info: VideoInfo, spec: JobSpec) -> ReviewLook | None:
     return ReviewLook.of(shot, info.width, info.height, review.layout, review.max_width)
 
 
-def analyze_call(run: ShotRun, chunk: Chunk) -> Any:
-    url, info = run.shot.ref.url, run.info_ref
-    return lambda actor: actor.analyze_chunk.remote(url, info, chunk)
+def analyze_call(run: ShotRun, chunk: Chunk, faces: dict[tuple[str, int], Any]) -> Any:
+    """The analysis call: the driver waits on its first result (the analysis without its faces);
+    the second, the faces, is kept in ``faces`` for the shot's planner actor (a retry replaces it)."""
+    url, info, key = run.shot.ref.url, run.info_ref, (run.name, chunk.index)
+
+    def call(actor: Any) -> Any:
+        analysis, faces[key] = actor.analyze_chunk_apart.remote(url, info, chunk)
+        return analysis
+
+    return call
 
 
 def render_call(

@@ -1,10 +1,13 @@
-"""The driver's event loop: dispatch analyses, chain tracking, plan faces, dispatch renders, merge.
+"""The driver's event loop: dispatch analyses, hand their faces to the planner actors, dispatch
+renders, merge.
 
-Analyses of every chunk are dispatched at once; as each comes back, the shot's
-tracker is chained through every analysed chunk that follows the last tracked
-one; when a shot is fully tracked its faces are planned and its renders
-dispatched; when all its segments are committed it is merged and published on
-the publisher's threads.  Renders go before analyses (they finish shots; see :mod:`cluster.schedule.work_queue`).
+Analyses of every chunk are dispatched at once; as each comes back, its faces go (unread) to the
+shot's planner actor (:mod:`cluster.schedule.shot_worker`), which chains the shot's tracker through
+every analysed chunk that follows the last tracked one and, once the shot is fully tracked, plans
+it; the loop dispatches the renders of each plan it gets back.  When all a shot's segments are
+committed it is merged and published on the publisher's threads, and its planner actor finishes its
+QC.  Renders go before analyses (they finish shots; see :mod:`cluster.schedule.work_queue`).  The
+driver's own work per chunk is bookkeeping.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from concurrent.futures import wait as wait_futures
 from typing import Any
 
 import numpy as np
-from ray.exceptions import RayActorError
+from ray.exceptions import ObjectLostError, RayActorError
 
 from actors.results import ActorInfo, ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
@@ -36,17 +39,16 @@ from cluster.schedule.calls import (
 )
 from cluster.schedule.dispatch import Dispatcher, Elasticity, Outcome
 from cluster.schedule.observer import JobObserver, ShotSource
-from cluster.schedule.planner import ShotPlanner, ShotRenders
+from cluster.schedule.planner import PlanContext, ShotRenders
 from cluster.schedule.pool import IDLE_RELEASE_SECONDS, ActorPool, ClusterRoom, draining_nodes, ready_ref
-from cluster.schedule.shot_finish import finish_qc, measures_of, review_job, write_tracks
+from cluster.schedule.shot_finish import measures_of, review_job
 from cluster.schedule.shot_run import ChunkRender, ShotRun, log_progress
+from cluster.schedule.shot_worker import ShotFinish, ShotStep, ShotWorkers
 from cluster.schedule.work_queue import WorkItem
 from cluster.state.ledger import Ledger
-from pipeline.errors import ChecksumError, SpecError
+from pipeline.errors import ChecksumError
 from pipeline.store import storage
 from pipeline.thumbnails import boundary_frames
-from pipeline.tracking.tracker import track_chunk
-from pipeline.video.chunking import Chunk
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +89,18 @@ class JobLoop:
         self.merging: dict[str, Future[Published]] = {}
         self.reviews: dict[str, Future[ReviewOutputs]] = {}
         """Shot -> its review media being written (``output.review``), collected by the driver."""
-        self.planner = ShotPlanner(prepared, ledger, embeddings)
-        self.planning: dict[str, Future[ShotRenders]] = {}
+        self.workers = ShotWorkers(
+            PlanContext.of(prepared, embeddings),
+            manifest_key=prepared.manifest.signing_key,
+            count=min(len(runs), self.spec.resources.planner_actors),
+        )
+        self.steps: list[tuple[str, int | None, Future[ShotStep]]] = []
+        """Calls on the planner actors in flight: (shot, the chunk whose faces it took or None: the
+        shot's first call, its future)."""
+        self.faces: dict[tuple[str, int], Any] = {}
+        """(shot, chunk) -> the faces of an analysis in flight (a reference the driver never reads)."""
+        self.finishing: dict[str, tuple[Published, Future[ShotFinish]]] = {}
+        """Shot -> its published output while its planner actor finishes its QC and tracks pass."""
         self.open_shots = len(runs)
         self.unplanned_chunks = sum(r.renders for r in runs)
         """Chunks whose renders are not dispatched yet: actors are kept for them."""
@@ -120,14 +132,13 @@ class JobLoop:
         initial = set(self.dispatcher.infos)  # the warm pool's, already in the summary
         for run in self.runs:
             run.started_at = time.perf_counter()
-            for chunk in run.shot.plan.chunks:
-                if not self._reuse_analysis(run, chunk):
-                    self.dispatcher.submit(analysis_item(run, chunk))
-            self._track_ready(run)
+            self.steps.append((run.name, None, self.workers.open(run.shot, run.encoder)))
+            if not self.prepared.resumed:  # nothing to reuse: analyse every chunk now
+                self._submit_analyses(run, reused=())
         try:
             self._loop()
         finally:
-            self.planner.close()
+            self.workers.close()
         # Actors that joined later (e.g. on new nodes) too.
         self.observer.actors_joined([i for label, i in self.dispatcher.infos.items() if label not in initial])
         self.observer.pool_losses(self.dispatcher.lost, len(self.dispatcher.drained))
@@ -140,14 +151,19 @@ class JobLoop:
         while self.open_shots:
             if not outcomes:
                 if self.dispatcher.idle:
-                    # Only plans and merges are left: sleep on them (their threads need the GIL).
-                    waiting: list[Future[Any]] = [*self.planning.values(), *self.merging.values()]
+                    # Only planner calls and merges are left: sleep on them.
+                    waiting: list[Future[Any]] = [
+                        *(f for _, _, f in self.steps),
+                        *self.merging.values(),
+                        *(f for _, f in self.finishing.values()),
+                    ]
                     if not waiting:
                         raise RuntimeError("driver stalled: no work in flight, no plan or merge running")
                     wait_futures(waiting, timeout=0.5, return_when=FIRST_COMPLETED)
                 self._take_finished_threads()
                 last_turn = time.perf_counter()
-                outcomes.extend(self.dispatcher.wait(timeout=0.05 if self.planning or self.merging else 0.5))
+                busy = self.steps or self.merging or self.finishing
+                outcomes.extend(self.dispatcher.wait(timeout=0.05 if busy else 0.5))
             else:
                 started = time.perf_counter()
                 self._handle(outcomes.popleft())
@@ -164,19 +180,21 @@ class JobLoop:
                 self.observer.write_report(finished=False)
 
     def _take_finished_threads(self) -> None:
-        """Dispatch the renders of shots the planner finished; publish the shots whose merge finished."""
-        for name in [n for n, f in self.planning.items() if f.done()]:
-            run = self.by_name[name]
-            planned = self.planning.pop(name)
-            try:
-                renders = planned.result()  # any other planning error is a bug: it ends the job
-            except SpecError as exc:  # a fix naming a track not on its frames, known only now
-                self._fail(run, f"planning failed: {exc}")
-                continue
-            if not run.done:
-                self._dispatch_renders(run, renders)
+        """Take what the planner actors did (dispatching the renders of planned shots); finish the shots
+        whose merge finished; record the shots whose QC finished."""
+        if self.steps:
+            done = [s for s in self.steps if s[2].done()]
+            if done:
+                self.steps = [s for s in self.steps if not s[2].done()]
+                for name, index, future in done:
+                    self._take_step(self.by_name[name], index, future)
         for name in [n for n, f in self.merging.items() if f.done()]:
             self._finish_merge(self.by_name[name], self.merging.pop(name))
+        for name in [n for n, (_, f) in self.finishing.items() if f.done()]:
+            published, finishing = self.finishing.pop(name)
+            finished = finishing.result()  # an error (e.g. the tracks pass not written) ends the job
+            self.observer.planner_cpu_seconds += finished.cpu_seconds
+            self._published(self.by_name[name], published, finished)
 
     def _handle(self, outcome: Outcome) -> None:
         item = outcome.item
@@ -194,6 +212,8 @@ class JobLoop:
         if error is None and item.kind == "render":
             error = self._commit_segment(run, outcome.value)
         if error is not None:
+            if item.kind == "analyze":
+                self.faces.pop((run.name, item.chunk), None)  # a retry makes them again
             if self._work_area_full(error):
                 self._stop_full(run, item, error)
                 return
@@ -215,14 +235,14 @@ class JobLoop:
             self.dispatcher.drop(item.shot)
             return
         if item.kind == "analyze":
-            analysis: ChunkAnalysis = outcome.value
+            analysis: ChunkAnalysis = outcome.value  # without its faces: they go to the planner actor
             index = analysis.chunk_index
-            self.ledger.commit_analysis(
-                run.name, index, run.shot.analysis_keys[index], analysis.faces, analysis.actor
-            )
-            run.add_analysis(analysis)
+            run.analysed_by[index] = analysis.actor
             self.observer.analysis_done(run.name, analysis)
-            self._track_ready(run)
+            faces = self.faces.pop((run.name, index))
+            self.steps.append(
+                (run.name, index, self.workers.add_analysis(run.name, index, faces, analysis.actor))
+            )
         else:
             result: SegmentResult = outcome.value
             run.segments[result.chunk_index] = result
@@ -233,16 +253,46 @@ class JobLoop:
 
     # -- steps --------------------------------------------------------------------------------
 
-    def _reuse_analysis(self, run: ShotRun, chunk: Chunk) -> bool:
-        """Take chunk's faces from the manifest when an earlier run committed them for the same key."""
-        faces = self.ledger.analysis(
-            run.name, chunk.index, run.shot.analysis_keys[chunk.index], chunk.frame_count
-        )
-        if faces is None:
-            return False
-        run.add_analysis(ChunkAnalysis(chunk.index, chunk.start_frame, faces, {}, "manifest"))
-        self.observer.analysis_reused(run.name)
-        return True
+    def _submit_analyses(self, run: ShotRun, *, reused: tuple[int, ...]) -> None:
+        """Analyse every chunk of ``run`` but those whose analyses an earlier run committed."""
+        for chunk in run.shot.plan.chunks:
+            if chunk.index not in reused:
+                self.dispatcher.submit(analysis_item(run, chunk, self.faces))
+
+    def _take_step(self, run: ShotRun, index: int | None, future: Future[ShotStep]) -> None:
+        """What the shot's planner actor did: chunks tracked, and the plan once the shot is tracked.
+
+        Faces lost before the planner actor read them (the node holding them died) are analysed
+        again; any other error of the planner actor fails the shot."""
+        try:
+            step = future.result()
+        except ObjectLostError as exc:
+            if index is None or run.done:
+                raise
+            logger.warning("%s chunk %d: its faces were lost (%s); analysed again", run.name, index, exc)
+            self.dispatcher.submit(analysis_item(run, run.shot.plan.chunks[index], self.faces))
+            return
+        except Exception as exc:  # noqa: BLE001 - fails this shot only
+            self._fail(run, f"tracking failed: {exc}")
+            return
+        self.ledger.records_written += step.records
+        self.observer.planner_cpu_seconds += step.cpu_seconds
+        self.prepared.manifest.add_notes(*step.notes)
+        if run.done:
+            return  # the shot already failed
+        if index is None:
+            for _ in step.reused:
+                self.observer.analysis_reused(run.name)
+            if self.prepared.resumed:
+                self._submit_analyses(run, reused=step.reused)
+        if step.tracked:
+            run.next_to_track += step.tracked
+            self.observer.tracked(run.name, step.faces)
+            self.observer.stage(run.name, "track", step.seconds)
+        if step.error is not None:
+            self._fail(run, f"planning failed: {step.error}")
+        elif step.renders is not None:
+            self._dispatch_renders(run, step.renders)
 
     def _commit_segment(self, run: ShotRun, result: SegmentResult) -> BaseException | None:
         """Check the uploaded segment, then record it (the commit); returns the error if it is not right."""
@@ -250,36 +300,9 @@ class JobLoop:
             run.name, segment_record(result, run.render_keys[result.chunk_index])
         )
 
-    def _track_ready(self, run: ShotRun) -> None:
-        """Track every analysed chunk that follows the last tracked one, in order; plan once all are."""
-        started = time.perf_counter()
-        while run.next_to_track in run.analyses:
-            index = run.next_to_track
-            analysis = run.analyses.pop(index)
-            state_in = run.tracker_state.to_dict() if run.tracker_state is not None else None
-            key = self.prepared.keys.track(run.shot.analysis_keys[index], state_in)
-            committed = self.ledger.tracking(run.name, index, key, len(analysis.faces))
-            if committed is not None:
-                ids, run.tracker_state = committed
-            else:
-                ids, run.tracker_state = track_chunk(
-                    analysis.faces, analysis.start_frame, self.spec.tracking, run.tracker_state
-                )
-                self.ledger.commit_tracking(run.name, index, key, state_in, run.tracker_state, ids)
-            run.faces.extend(analysis.faces)
-            run.track_ids.extend(ids)
-            self.observer.tracked(run.name, analysis.face_count)
-            run.next_to_track += 1
-        self.observer.stage(run.name, "track", time.perf_counter() - started)
-        if run.next_to_track == run.chunks:
-            # Handed over to the planner thread; the driver keeps no copy.
-            self.planning[run.name] = self.planner.submit(run, run.faces, run.track_ids)
-            run.faces, run.track_ids = [], []
-
     def _dispatch_renders(self, run: ShotRun, renders: ShotRenders) -> None:
         """Submit the renders of a planned shot; segments an earlier run committed are taken as they are."""
         self.observer.faces_planned(run.name, renders.tracks)
-        run.track_frames, run.qc_plan = renders.track_frames, renders.qc
         self.observer.stage(run.name, "plan", renders.seconds)
         self.unplanned_chunks -= run.renders
         for render in renders.chunks:
@@ -354,14 +377,17 @@ class JobLoop:
         except Exception as exc:  # noqa: BLE001 - fails this shot only
             self._fail(run, f"merge failed: {exc}")
             return
+        # Its planner actor finishes QC with the actors' measures (and writes the tracks pass).
+        self.finishing[run.name] = (published, self.workers.finish(run.name, measures_of(run)))
+
+    def _published(self, run: ShotRun, published: Published, finished: ShotFinish) -> None:
+        """Record a published shot, its QC and its review media to write."""
         run.done = True
         self.open_shots -= 1
         ref = run.shot.ref
-        measures = measures_of(run)
         pass_files = {name: p.sha256 for name, p in published.passes.items()}
-        if "tracks" in run.shot.pass_urls:
-            pass_files.update(write_tracks(run, run.shot.pass_urls["tracks"], measures))
-        qc = finish_qc(run, measures, self.spec.qc)
+        pass_files.update(finished.pass_files)
+        qc = finished.qc
         self.observer.shot_qc(run.name, qc, self.spec.qc)
         flags = qc.flags if qc is not None else ()
         # Recorded first: a driver killed after this point finds the output as its own on resume.
@@ -425,6 +451,7 @@ class JobLoop:
                 self._fail(other, f"not finished: {message}")
 
     def _fail(self, run: ShotRun, message: str) -> None:
+        self.workers.drop(run.name)
         if not run.done:
             run.done = True
             self.open_shots -= 1

@@ -81,6 +81,8 @@ class JobObserver:
         """What the report's notes offer: the job's identities, each shot's frame size (a drawn box's scale)."""
         self.report_seconds: list[float] = []
         """Wall seconds of every report rewrite (interim and final), from the copy of the state on."""
+        self.planner_cpu_seconds = 0.0
+        """CPU seconds the planner actors spent on this job's shots (:mod:`cluster.schedule.shot_worker`)."""
         self.report_cpu_seconds: list[float] = []
         """CPU seconds of the thread that built and wrote each report (without waits for the GIL)."""
         self._reporter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report")
@@ -199,7 +201,7 @@ class JobObserver:
         summary.analyses_run += 1
         summary.faces_analysed += analysis.face_count
         summary.faces_embedded += max(0, analysis.faces_embedded)
-        summary.frames_decoded += len(analysis.faces)  # one decode per analysed frame
+        summary.frames_decoded += analysis.frame_count  # one decode per analysed frame
         self.summary.storage_retries += analysis.storage_retries
         summary.add_stages({k: v for k, v in analysis.stage_seconds.items() if k != "wall"})
         self.summary.warnings.extend(w for w in analysis.warnings if w not in self.summary.warnings)

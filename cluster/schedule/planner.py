@@ -1,27 +1,28 @@
-"""Planning a tracked shot's renders on a thread beside the event loop.
+"""Planning a tracked shot's renders: identity per track, gap bridging, smoothing, the face tasks
+and render key of every chunk, which segments an earlier run committed, and QC's part that needs
+the plan.
 
-Planning a shot (identity per track, gap bridging, smoothing, the face tasks and
-render key of every chunk, and which segments an earlier run committed) takes
-tens of milliseconds per chunk; on the loop it would hold up every actor that
-finishes meanwhile.  One planner thread does it while the loop keeps
-dispatching; the loop takes each finished plan and submits its renders.
+It takes tens of milliseconds of CPU per chunk (more with crowds), so it runs in the shot's planner
+actor (:mod:`cluster.schedule.shot_worker`), never on the driver's event loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from cluster.checks.prepare import PreparedJob
+from cluster.checks.prepare import PlannedShot, PreparedJob
 from cluster.report.summary import RerenderedChunk
-from cluster.schedule.shot_run import ChunkRender, ShotRun
+from cluster.schedule.calls import adapter_identities
+from cluster.schedule.shot_run import ChunkRender, segment_home
 from cluster.spec.fixes import fix_ops, fix_records, fixes_of_chunk, rerender_reasons
+from cluster.spec.job import JobSpec
 from cluster.spec.shot_refs import ShotSettings
+from cluster.state.keys import JobKeys
 from cluster.state.ledger import Ledger
 from cluster.state.manifest import SegmentHome
 from cluster.state.recover import PublishedMovies, WantedChunk
@@ -29,7 +30,32 @@ from pipeline.geometry.types import Face
 from pipeline.passes.tracks import TrackFrame, plan_track_frames
 from pipeline.tracking.fixes import FixOp
 from pipeline.video.chunking import Chunk
+from pipeline.video.encode import EncoderChoice
 from pipeline.video.probe import VideoInfo
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanContext:
+    """What planning needs of the job, small enough to hand to every planner actor once."""
+
+    spec: JobSpec
+    keys: JobKeys
+    work_url: str
+    resumed: bool
+    earlier_fixes: dict[str, list[dict[str, Any]]]
+    embeddings: dict[str, np.ndarray]
+    """Identity -> recognizer-space embedding (from the render actors)."""
+
+    @classmethod
+    def of(cls, prepared: PreparedJob, embeddings: dict[str, np.ndarray]) -> PlanContext:
+        return cls(
+            spec=prepared.spec,
+            keys=prepared.keys,
+            work_url=prepared.work_url,
+            resumed=prepared.resumed,
+            earlier_fixes=prepared.earlier_fixes,
+            embeddings=embeddings,
+        )
 
 
 @dataclass(frozen=True)
@@ -50,29 +76,21 @@ class ShotRenders:
 
 
 class ShotPlanner:
-    """Plans shots on one thread, in the order they are handed in."""
+    """Plans tracked shots (in the planner actor that tracked them)."""
 
-    def __init__(self, prepared: PreparedJob, ledger: Ledger, embeddings: dict[str, np.ndarray]) -> None:
-        self.prepared = prepared
+    def __init__(self, context: PlanContext, ledger: Ledger) -> None:
+        self.context = context
         self.ledger = ledger
-        self.embeddings = embeddings
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
+        self.embeddings = context.embeddings
 
-    def submit(
-        self, run: ShotRun, faces: list[list[Face]], track_ids: list[list[int]]
-    ) -> Future[ShotRenders]:
-        """Plan ``run`` from the faces and track ids of all its frames (handed over, not shared)."""
-        return self._pool.submit(self._plan, run, faces, track_ids)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def _plan(self, run: ShotRun, faces: list[list[Face]], track_ids: list[list[int]]) -> ShotRenders:
+    def plan(
+        self, shot: PlannedShot, encoder: EncoderChoice, faces: list[list[Face]], track_ids: list[list[int]]
+    ) -> ShotRenders:
+        """Plan ``shot`` from the faces and track ids of all its frames."""
         from pipeline.tracking.faceplan import plan_shot
         from pipeline.tracking.fixes import apply_fixes, switched_tracks
 
-        spec = self.prepared.spec
-        shot = run.shot
+        spec = self.context.spec
         started = time.perf_counter()
         first, end = shot.plan.first_frame, shot.plan.end_frame  # faces[0] is frame `first`
         ops = shot_fix_ops(shot.settings, first_number=shot.info.frame_number(first))
@@ -91,38 +109,36 @@ class ShotPlanner:
         records: list[TrackFrame] = []
         if "tracks" in shot.pass_urls:
             records = plan_track_frames(numbers, faces, track_ids, face_plan, fixes=ops)
-        qc = self._plan_qc(run, numbers, faces, track_ids, face_plan) if spec.qc.enabled else None
+        qc = self._plan_qc(shot, numbers, faces, track_ids, face_plan) if spec.qc.enabled else None
         frames_url = shot.ref.output_url if shot.is_sequence else None
         chunks = []
-        home = run.segment_home(self.prepared.work_url)
+        home = segment_home(shot, self.context.work_url)
         for chunk in shot.renders:
             tasks = face_plan.for_range(chunk.start_frame - first, chunk.end_frame - first)
-            key = self.prepared.keys.render(
+            key = self.context.keys.render(
                 shot.fingerprint,
                 chunk,
-                run.encoder,
+                encoder,
                 tasks,
                 shot.settings,
                 frames_url,
                 fixes=chunk_fixes(shot.settings, shot.info, chunk),
             )
-            chunks.append(
-                ChunkRender(chunk, tasks, key, self.ledger.segment(run.name, chunk.index, key, home))
-            )
-        chunks = self._recover(run, chunks, home)
+            committed = self.ledger.segment(shot.ref.name, chunk.index, key, home)
+            chunks.append(ChunkRender(chunk, tasks, key, committed, affinity=adapter_identities(spec, tasks)))
+        chunks = self._recover(shot, chunks, home)
         return ShotRenders(
             tracks=len(face_plan.tracks),
             seconds=seconds,
             chunks=chunks,
             track_frames=records,
             qc=qc,
-            rerendered=self._rerendered(run),
+            rerendered=self._rerendered(shot),
         )
 
-    def _recover(self, run: ShotRun, chunks: list[ChunkRender], home: SegmentHome) -> list[ChunkRender]:
+    def _recover(self, shot: PlannedShot, chunks: list[ChunkRender], home: SegmentHome) -> list[ChunkRender]:
         """Chunks of a published video shot whose segments are gone, cut back out of its output (see
         :mod:`cluster.state.recover`) instead of rendered again."""
-        shot = run.shot
         if shot.is_sequence:
             return chunks  # its frames are the output's own files: reused where they are
         first = shot.window.delivered[0]
@@ -134,7 +150,7 @@ class ShotPlanner:
         movies = PublishedMovies(
             shot.ref.output_url, {name: url for name, url in shot.pass_urls.items() if name != "tracks"}
         )
-        recovered = self.ledger.recovered_segments(run.name, wanted, home=home, movies=movies)
+        recovered = self.ledger.recovered_segments(shot.ref.name, wanted, home=home, movies=movies)
         return [
             dataclasses.replace(c, committed=recovered[c.chunk.index], recut=True)
             if c.chunk.index in recovered
@@ -142,12 +158,11 @@ class ShotPlanner:
             for c in chunks
         ]
 
-    def _rerendered(self, run: ShotRun) -> dict[int, RerenderedChunk]:
+    def _rerendered(self, shot: PlannedShot) -> dict[int, RerenderedChunk]:
         """The chunks that changed fixes touch, with the fixes (new, changed or removed since the last run)."""
-        shot = run.shot
         now = fix_records(shot.settings.fixes)
-        earlier = self.prepared.earlier_fixes.get(run.name, [])
-        if not self.prepared.resumed or not (now or earlier):
+        earlier = self.context.earlier_fixes.get(shot.ref.name, [])
+        if not self.context.resumed or not (now or earlier):
             return {}  # a first run renders everything: nothing is rendered again
         out = {}
         for chunk in shot.renders:
@@ -162,7 +177,7 @@ class ShotPlanner:
 
     def _plan_qc(
         self,
-        run: ShotRun,
+        shot: PlannedShot,
         numbers: list[int],
         faces: list[list[Face]],
         track_ids: list[list[int]],
@@ -172,9 +187,8 @@ class ShotPlanner:
         from pipeline.qc.analyze import ShotQCInputs
         from pipeline.qc.staged import plan_checks
 
-        shot = run.shot
         inputs = ShotQCInputs(
-            shot=run.name,
+            shot=shot.ref.name,
             numbers=numbers,
             first=shot.plan.first_frame,
             faces=faces,
@@ -184,7 +198,7 @@ class ShotPlanner:
             selection=shot.settings.selection,
             chunk_starts=[c.start_frame - shot.plan.first_frame for c in shot.plan.chunks],
         )
-        return plan_checks(inputs, self.prepared.spec.qc)
+        return plan_checks(inputs, self.context.spec.qc)
 
 
 def shot_fix_ops(settings: ShotSettings, *, first_number: int) -> list[FixOp]:

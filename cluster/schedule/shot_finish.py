@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from actors.results import ChunkPass, VideoPass
 from actors.review import REVIEW_PASS
@@ -21,6 +21,7 @@ from pipeline.qc.records import FaceMeasure, Flag
 from pipeline.store import storage
 
 if TYPE_CHECKING:
+    from pipeline.passes.tracks import TrackFrame
     from pipeline.qc.analyze import ShotQC
 
 logger = logging.getLogger(__name__)
@@ -31,21 +32,23 @@ def measures_of(run: ShotRun) -> list[FaceMeasure]:
     return [m for c in run.shot.renders for m in run.segments[c.index].qc]
 
 
-def finish_qc(run: ShotRun, measures: list[FaceMeasure], config: QcConfig) -> ShotQC | None:
-    """The shot's :class:`~pipeline.qc.analyze.ShotQC` (None when QC is off)."""
-    if run.qc_plan is None:
+def finish_qc(qc_plan: Any, measures: list[FaceMeasure], config: QcConfig) -> ShotQC | None:
+    """The shot's :class:`~pipeline.qc.analyze.ShotQC` from QC's plan-time part (None when QC is off)."""
+    if qc_plan is None:
         return None
     from pipeline.qc.staged import finish_checks
 
-    return finish_checks(run.qc_plan, measures, config)
+    return finish_checks(qc_plan, measures, config)
 
 
-def write_tracks(run: ShotRun, url: str, measures: list[FaceMeasure]) -> dict[str, str]:
+def write_tracks(
+    shot: PlannedShot, track_frames: Sequence[TrackFrame], url: str, measures: list[FaceMeasure]
+) -> dict[str, str]:
     """Write the ``tracks`` pass (JSON lines and a ``.chan`` per track); pass file -> URL."""
     from pipeline.passes.naming import chan_url
     from pipeline.passes.tracks import chan, jsonl
 
-    info = run.shot.info
+    info = shot.info
     similarity = {
         (m.track, info.frame_number(m.frame)): m.similarity_after
         for m in measures
@@ -53,7 +56,7 @@ def write_tracks(run: ShotRun, url: str, measures: list[FaceMeasure]) -> dict[st
     }
     records = [
         dataclasses.replace(r, similarity=similarity.get((r.track, r.frame), r.similarity))
-        for r in run.track_frames
+        for r in track_frames
     ]
     storage.write_bytes(url, jsonl(records))
     written = {"tracks": url}

@@ -8,14 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from actors.results import ChunkAnalysis, SegmentResult
+from actors.results import SegmentResult
 from cluster.checks.prepare import PlannedShot
 from cluster.state.keys import RenderKey
 from cluster.state.manifest import RenderRecord
 from cluster.state.segment_record import SegmentHome
-from pipeline.geometry.types import Face, FaceTask
+from pipeline.geometry.types import FaceTask
 from pipeline.store import storage
-from pipeline.tracking.tracker import TrackerState
 from pipeline.video.chunking import Chunk
 from pipeline.video.encode import EncoderChoice
 
@@ -30,11 +29,15 @@ class ChunkRender:
     """One chunk's render: its face tasks, its key, and the segment an earlier run committed, if any."""
 
     chunk: Chunk
-    tasks: list[list[FaceTask]]
+    tasks: list[list[FaceTask]] | Any
+    """The face tasks of each frame; on the driver, a reference to them in Ray's object store (the
+    planner actor put them there; the render actor reads them, the driver never does)."""
     key: RenderKey
     committed: RenderRecord | None
     recut: bool = False
     """``committed`` was cut back out of the published output (:mod:`cluster.state.recover`)."""
+    affinity: tuple[str, ...] = ()
+    """Identities with an adapter that the chunk renders: actors that hold them are preferred."""
 
 
 @dataclass
@@ -48,19 +51,11 @@ class ShotRun:
     info_ref: Any
     """The VideoInfo put in the object store once, not pickled per call."""
     started_at: float = field(default_factory=time.perf_counter)
-    analyses: dict[int, ChunkAnalysis] = field(default_factory=dict)
     next_to_track: int = 0
-    tracker_state: TrackerState | None = None
-    """The state out of the last tracked chunk (None before the first)."""
-    faces: list[list[Face]] = field(default_factory=list)
-    track_ids: list[list[int]] = field(default_factory=list)
+    """Chunks tracked so far (by the shot's planner actor, :mod:`cluster.schedule.shot_worker`)."""
     render_keys: dict[int, RenderKey] = field(default_factory=dict)
     segments: dict[int, SegmentResult] = field(default_factory=dict)
     done: bool = False
-    track_frames: list[Any] = field(default_factory=list)
-    """The ``tracks`` pass's records, from planning until the shot is published."""
-    qc_plan: Any = None
-    """QC's conclusions from tracking and the plan, finished with the actors' measures at publish."""
     planned_renders: dict[int, ChunkRender] = field(default_factory=dict)
     """Every chunk's planned render (a segment found changed at the merge is rendered again from it)."""
     reused: set[int] = field(default_factory=set)
@@ -68,11 +63,6 @@ class ShotRun:
     merge_retried: bool = False
     analysed_by: dict[int, str] = field(default_factory=dict)
     """Chunk -> label of the actor that analysed it ("manifest": reused); its render prefers that actor."""
-
-    def add_analysis(self, analysis: ChunkAnalysis) -> None:
-        """A chunk's analysis, kept until the chunk is tracked (its actor for the render)."""
-        self.analyses[analysis.chunk_index] = analysis
-        self.analysed_by[analysis.chunk_index] = analysis.actor
 
     @property
     def name(self) -> str:

@@ -211,6 +211,25 @@ class JobManifest:
             )
         return out
 
+    @property
+    def signing_key(self) -> bytes | None:
+        """The key records are signed and checked with (for a copy of this manifest in another process)."""
+        return self._key
+
+    def take_notes(self) -> tuple[list[str], list[str]]:
+        """The warnings and the names of the records not trusted since the last call, as noted (another
+        process's copy hands them to the driver's, :meth:`add_notes`)."""
+        with self._lock:
+            out = (self._warnings, self._distrusted)
+            self._warnings, self._distrusted = [], []
+        return out
+
+    def add_notes(self, warnings: Sequence[str], distrusted: Sequence[str]) -> None:
+        """Notes another process's copy took (:meth:`take_notes`), for :meth:`take_warnings`."""
+        with self._lock:
+            self._warnings.extend(warnings)
+            self._distrusted.extend(distrusted)
+
     # -- job
     def exists(self) -> bool:
         """True when a job has written its manifest here."""

@@ -361,7 +361,10 @@ def _scale_section(results: dict, cores: int) -> list[str]:
         return ["", f"driver at scale: failed: {scale['error']}"]
     from jobs.bench.scale import scale_table
 
-    return ["", scale_table(scale)]
+    lines = ["", scale_table(scale)]
+    if "crowd" in scale:
+        lines += ["", scale_table(scale["crowd"])]
+    return lines
 
 
 def _plates_section(results: dict, cores: int) -> list[str]:

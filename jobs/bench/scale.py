@@ -33,16 +33,29 @@ import shutil
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-TARGETS = {"dispatch_wait_share": 0.02, "report_seconds": 1.0, "resume_scan_seconds": 30.0}
+TARGETS = MappingProxyType(
+    {
+        "driver_ms_per_chunk": 20.0,
+        "dispatch_wait_share": 0.02,
+        "driver_busy_share": 0.3,
+        "report_cpu_seconds": 0.5,
+        "report_seconds": 1.0,
+        "resume_scan_seconds": 10.0,
+        "driver_peak_rss_mb": 1024.0,
+        "wall_over_ideal": 1.05,
+    }
+)
+"""Issue 33's targets at 1,024 actors on 9,000 chunks, and in the crowd case."""
 
 
 @dataclass(frozen=True)
 class ScaleSettings:
-    """The simulated job; defaults: 300 shots x 30 chunks of 20 s of 4K at 24 fps on 256 actors."""
+    """The simulated job; defaults: 300 shots x 30 chunks of 20 s of 4K at 24 fps on 1,024 actors."""
 
     out: str
     shots: int = 300
@@ -51,7 +64,7 @@ class ScaleSettings:
     fps: int = 24
     width: int = 3840
     height: int = 2160
-    actors: int = 256
+    actors: int = 1024
     hosts: int = 16
     render_seconds: float = 20.0
     """Modelled seconds to render one chunk (480 frames of 4K at 24 fps per GPU)."""
@@ -288,6 +301,7 @@ def run_scale(settings: ScaleSettings) -> dict[str, Any]:
     assert observer is not None and ledger is not None
     chunks = prepared.chunk_count
     report_seconds = observer.report_seconds
+    ideal = chunks * (work.analysis_seconds + work.render_seconds) / settings.actors
     figures: dict[str, Any] = {
         "settings": dataclasses.asdict(settings),
         "ok": summary.ok,
@@ -297,11 +311,12 @@ def run_scale(settings: ScaleSettings) -> dict[str, Any]:
         "actors": summary.actors,
         "wall_seconds": round(wall, 2),
         "first_shot_seconds": summary.first_shot_seconds,
-        "ideal_wall_seconds": round(
-            chunks * (work.analysis_seconds + work.render_seconds) / settings.actors, 2
-        ),
+        "ideal_wall_seconds": round(ideal, 2),
+        "wall_over_ideal": round(wall / ideal, 3),
         "driver_cpu_seconds": round(cpu, 2),
         "driver_cpu_seconds_per_1000_chunks": round(1000 * cpu / chunks, 2),
+        "driver_ms_per_chunk": round(1000 * cpu / chunks, 2),
+        "planner_cpu_seconds_per_1000_chunks": round(1000 * observer.planner_cpu_seconds / chunks, 2),
         "driver_busy_share": round(cpu / wall, 3),
         "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "report_rewrites": len(report_seconds),
@@ -320,58 +335,67 @@ def _seconds(value: float | None) -> str:
 
 
 def scale_table(figures: dict[str, Any]) -> str:
-    """The scale figures with their targets marked."""
+    """The scale figures with issue 33's targets marked."""
 
-    def mark(ok: bool) -> str:
-        return "met" if ok else "MISSED"
+    def mark(value: float | None, target: str, *, at_least: bool = False) -> str:
+        if value is None:
+            return ""
+        ok = value >= TARGETS[target] if at_least else value <= TARGETS[target]
+        return f"   target {'>=' if at_least else '<='} {TARGETS[target]:g}: {'met' if ok else 'MISSED'}"
 
     s = figures["settings"]
-    modelled = (s["analysis_seconds"] + s["render_seconds"]) * s["time_scale"]
-    overhead = figures["driver_cpu_seconds"] / figures["chunks"] / modelled
     lines = [
         (
             f"Driver at scale: {s['shots']} shots x {s['chunks_per_shot']} chunks of {s['chunk_seconds']:g} s "
             f"({figures['chunks']} chunks, {figures['work_items']} actor calls) of {s['width']}x{s['height']} "
-            f"at {s['fps']} fps on {figures['actors']} simulated actors; modelled times x{s['time_scale']:g}"
+            f"at {s['fps']} fps, {s.get('faces_per_frame', 1)} face(s) per frame, on {figures['actors']} "
+            f"simulated actors; modelled times x{s['time_scale']:g}"
         ),
-        f"  job wall                       {figures['wall_seconds']:>10.1f} s  (ideal {figures['ideal_wall_seconds']:.1f} s)",
-        f"  time to first published shot   {_seconds(figures.get('first_shot_seconds')):>12}",
-        f"  driver CPU per 1,000 chunks    {figures['driver_cpu_seconds_per_1000_chunks']:>10.2f} s",
         (
-            f"  ... per chunk, share of its modelled time {100 * overhead:>5.2f} %"
-            f"   target <= {100 * TARGETS['dispatch_wait_share']:g} %: {mark(overhead <= TARGETS['dispatch_wait_share'])}"
+            f"  job wall                       {figures['wall_seconds']:>10.1f} s  (ideal {figures['ideal_wall_seconds']:.1f} s,"
+            f" x{figures['wall_over_ideal']:.3f}){mark(figures['wall_over_ideal'], 'wall_over_ideal')}"
         ),
-        f"  driver busy share              {figures['driver_busy_share']:>10.3f}",
-        f"  driver peak RSS                {figures['driver_peak_rss_mb']:>10.1f} MB",
+        f"  time to first published shot   {_seconds(figures.get('first_shot_seconds')):>12}",
+        (
+            f"  driver CPU per chunk           {figures['driver_ms_per_chunk']:>10.2f} ms"
+            f"{mark(figures['driver_ms_per_chunk'], 'driver_ms_per_chunk')}"
+        ),
+        (
+            f"  driver busy share              {figures['driver_busy_share']:>10.3f}"
+            f"{mark(figures['driver_busy_share'], 'driver_busy_share')}"
+        ),
+        (
+            f"  driver peak RSS                {figures['driver_peak_rss_mb']:>10.1f} MB"
+            f"{mark(figures['driver_peak_rss_mb'], 'driver_peak_rss_mb')}"
+        ),
+        (
+            f"  planner actors' CPU per chunk  {figures.get('planner_cpu_seconds_per_1000_chunks', 0.0):>10.2f} ms"
+            "   (tracking, planning, QC, their records: off the driver)"
+        ),
     ]
     if figures.get("calls_measured"):
-        share = figures["wait_share_p99"]
         lines += [
             f"  actor wait for driver p50/p99  {figures['wait_p50_ms']:>7.1f} / {figures['wait_p99_ms']:.1f} ms",
             (
-                f"  ... as share of the call       {100 * figures['wait_share_p50']:>7.2f} / {100 * share:.2f} %"
-                f"   target <= {100 * TARGETS['dispatch_wait_share']:g} % (p99): {mark(share <= TARGETS['dispatch_wait_share'])}"
+                f"  ... as share of the call       {100 * figures['wait_share_p50']:>7.2f} / "
+                f"{100 * figures['wait_share_p99']:.2f} %{mark(figures['wait_share_p99'], 'dispatch_wait_share')} (p99)"
             ),
         ]
     peak, final = figures["report_seconds_peak"], figures["report_seconds_final"]
     if peak is not None:
         cpu = figures["report_cpu_seconds_peak"]
         lines += [
-            (
-                f"  report rewrite final           {final:>10.3f} s"
-                f"   target <= {TARGETS['report_seconds']:g} s: {mark(final <= TARGETS['report_seconds'])}"
-            ),
+            f"  report rewrite final           {final:>10.3f} s{mark(final, 'report_seconds')}",
             (
                 f"  report rewrite while running   {cpu:>10.3f} s of CPU at peak ({peak:.3f} s wall, on its own"
-                f" thread)   target <= {TARGETS['report_seconds']:g} s: {mark(cpu <= TARGETS['report_seconds'])}"
+                f" thread){mark(cpu, 'report_cpu_seconds')}"
             ),
         ]
     scan = figures["resume_scan_seconds"]
     lines += [
         f"  manifest records written       {figures['manifest_records_written']:>10d}",
         (
-            f"  resume scan of the manifest    {scan:>10.2f} s"
-            f"   target <= {TARGETS['resume_scan_seconds']:g} s: {mark(scan <= TARGETS['resume_scan_seconds'])}"
+            f"  resume scan of the manifest    {scan:>10.2f} s{mark(scan, 'resume_scan_seconds')}"
             f"  ({figures['analysis']} analyses, {figures['tracking']} tracks, {figures['shots']} shots found)"
         ),
     ]

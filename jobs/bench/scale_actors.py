@@ -1,6 +1,6 @@
 """Simulated render actors for the driver's scale benchmark.
 
-Each simulated actor answers the render actor's interface (``analyze_chunk``,
+Each simulated actor answers the render actor's interface (``analyze_chunk`` and ``_apart``,
 ``render_chunk``, ``identity_embeddings``, ``choose_encoders`` and the set-up
 probe) and sleeps for the chunk's modelled time instead of decoding or running
 models.  Hundreds of them live on a few asyncio Ray actors ("hosts"), one slot
@@ -102,6 +102,13 @@ class SimulatedHostWorker:
         self.calls.append((slot, "analyze", url, chunk.index, start, end))
         return ChunkAnalysis(chunk.index, chunk.start_frame, faces, {"wall": end - start}, label)
 
+    @ray.method(num_returns=2)
+    async def analyze_chunk_apart(
+        self, slot: int, label: str, url: str, info: VideoInfo, chunk: Chunk
+    ) -> tuple[ChunkAnalysis, list[list[Face]]]:
+        """The real actor's ``analyze_chunk_apart``: the analysis without its faces, and the faces."""
+        return (await self.analyze_chunk(slot, label, url, info, chunk)).apart()
+
     async def render_chunk(
         self,
         slot: int,
@@ -160,6 +167,7 @@ class SimulatedActorHandle:
     def __init__(self, host: Any, slot: int, label: str) -> None:
         self.slot, self.label = slot, label
         self.analyze_chunk = _Method(host, "analyze_chunk", (slot, label))
+        self.analyze_chunk_apart = _Method(host, "analyze_chunk_apart", (slot, label))
         self.render_chunk = _Method(host, "render_chunk", (slot, label))
         self.identity_embeddings = _Method(host, "identity_embeddings", ())
         self.choose_encoders = _Method(host, "choose_encoders", ())

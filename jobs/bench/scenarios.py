@@ -8,6 +8,7 @@ comparisons, and a failing one records its error instead of stopping the run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable
@@ -182,7 +183,16 @@ def scale_scenario(ctx: Context) -> dict:
     )
     ray.init(logging_level=logging_.WARNING, include_dashboard=False)
     try:
-        return run_scale(scale)
+        figures = run_scale(scale)
+        if settings.scale_crowd_shots:  # the crowd case: the same cluster, many faces per frame
+            crowd = dataclasses.replace(
+                scale,
+                out=os.path.join(ctx.out, "scale-crowd"),
+                shots=settings.scale_crowd_shots,
+                faces_per_frame=settings.scale_crowd_faces,
+            )
+            figures["crowd"] = run_scale(crowd)
+        return figures
     finally:
         ray.shutdown()
 

@@ -46,9 +46,12 @@ class Settings:
     """The driver at feature-film scale against simulated actors (``jobs.bench.scale``)."""
     scale_shots: int = 300
     scale_chunks_per_shot: int = 30
-    scale_actors: int = 256
+    scale_actors: int = 1024
     scale_time_scale: float = 1.0
     """Modelled chunk times are multiplied by this (below 1: completions arrive faster)."""
+    scale_crowd_shots: int = 40
+    """Shots of the crowd case run after the main one (0: none), with ``scale_crowd_faces`` faces per frame."""
+    scale_crowd_faces: int = 12
     multishot: bool = False
     """Time to first published shot of a multi-shot job, in each dispatch order (``jobs.bench.multishot``)."""
     multishot_shots: int = 4
