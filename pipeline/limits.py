@@ -46,6 +46,9 @@ as absent (with a warning: its work is redone); a larger audit record is an inva
 ANALYSIS_MAX_BYTES = 1 << 30
 """A chunk's analysis ``.npz`` in the manifest (the faces of at most 30 s of frames); a larger one is
 treated as absent and the chunk analysed again."""
+COMPACT_MAX_BYTES = 4 << 30
+"""A shot's ``manifest/<shot>/compact.bin``: copies of its chunk records and analysis npz files (a few
+MiB for a shot of 30 chunks); a larger one is set aside and the files themselves are read."""
 
 CHUNK_MIN_SECONDS, CHUNK_MAX_SECONDS = 10.0, 30.0
 MIN_CHUNK_ENV = "RECAST_MIN_CHUNK_SECONDS"

@@ -403,6 +403,7 @@ class JobLoop:
             passes=pass_files,
             review_flags=None if self.spec.output.review is None else [f.to_dict() for f in flags],
         )
+        self.ledger.compact_shot(run.name)  # its records in one object, for a resume to read in one go
         self.observer.shot_published(
             ShotSource(
                 ref.name,

@@ -75,6 +75,21 @@ class Ledger:
             fatal=True,
         )
 
+    # -- reading ahead, compaction (cluster.state.compact)
+    def prefetch(self, shots: list[str]) -> None:
+        """A resume: read these shots' records ahead, in this order, several at once (call once, before
+        the first read; nothing is read when the job is not resuming)."""
+        if self.resumed:
+            self.manifest.prefetch(shots)
+
+    def compact_shot(self, shot: str) -> None:
+        """Copy the published ``shot``'s chunk records into one object, so a resume reads it in one go
+        (call after :meth:`shot_published`).  Not fatal: without it the records are read one by one."""
+        try:
+            self.manifest.compact_shot(shot)
+        except RecastError as exc:
+            logger.warning("could not compact the records of %s: %s", shot, exc)
+
     # -- analysis
     def analysis(self, shot: str, index: int, key: AnalysisKey, frames: int) -> list[list[Face]] | None:
         """The faces an earlier run committed for chunk ``index`` under ``key``, if intact."""
@@ -110,7 +125,7 @@ class Ledger:
             self._broken_chains.add(shot)
             return None
         try:
-            ids = [[int(i) for i in f] for f in record["track_ids"]]
+            ids = [list(map(int, f)) for f in record["track_ids"]]
             state = TrackerState.from_dict(record["state_out"])
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             # An old or foreign format: the chain is tracked again from here.

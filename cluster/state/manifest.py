@@ -9,6 +9,8 @@ committed step, each written atomically (``storage.write_bytes``)::
     <work_url>/manifest/<shot>/track-00003.json        tracker state in/out, track ids
     <work_url>/manifest/<shot>/render-00003.json       key, segment URL, sha256, size (= commit)
     <work_url>/manifest/<shot>/shot.json               merge status, output sha256 and fingerprint
+    <work_url>/manifest/<shot>/compact.bin             a published shot's chunk records, copied in one
+                                                       object (:mod:`cluster.state.compact`)
 
 A record is only ever written after the thing it describes is complete (the
 npz, the uploaded segment, the published output), so a job killed at any
@@ -20,6 +22,9 @@ locking or renames for this.
 Every record carries a *key*: the digest of exactly the inputs its work
 depends on (see :func:`digest`).  A changed spec or model pack changes the keys
 of exactly the affected steps; a record whose key differs is ignored.
+
+Longer than 500 lines because every read and write of the records, their trust checks and the
+shot folders' compacted copies and read-ahead (:mod:`cluster.state.compact`) belong together.
 """
 
 from __future__ import annotations
@@ -30,18 +35,20 @@ import json
 import logging
 import threading
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from cluster.state.compact import CHUNK_FILE, COMPACT_NAME, ShotFolder, ShotFolders, pack, unpack
 from cluster.state.face_npz import faces_from_npz, faces_to_npz
 from cluster.state.fingerprints import output_fingerprint
 from cluster.state.manifest_sign import MAC_FIELD, sign, signed_by
 from cluster.state.segment_record import RenderRecord, SegmentHome
 from pipeline.errors import InputRefused, StorageError
 from pipeline.geometry.types import Face, FaceTask
-from pipeline.limits import ANALYSIS_MAX_BYTES, WORK_RECORD_MAX_BYTES
+from pipeline.limits import ANALYSIS_MAX_BYTES, COMPACT_MAX_BYTES, WORK_RECORD_MAX_BYTES
 from pipeline.store import jsonload, storage
 
 __all__ = [
@@ -147,6 +154,124 @@ class JobManifest:
         self._lock = threading.Lock()  # records are read on the planner thread too
         self._warnings: list[str] = []
         self._distrusted: list[str] = []
+        self._folders: ShotFolders | None = None  # built when first read (never pickled)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        state["_folders"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # -- shot folders: listed once, compacted records, read ahead (cluster.state.compact)
+    def _shot_folders(self) -> ShotFolders:
+        with self._lock:
+            if self._folders is None:
+                self._folders = ShotFolders(self._load_folder)
+            return self._folders
+
+    def prefetch(self, shots: Iterable[str]) -> None:
+        """Read the records of these shots ahead, in this order, on a thread pool (a resume reads them all)."""
+        self._shot_folders().prefetch(list(shots))
+
+    def close(self) -> None:
+        """Stop reading ahead and drop what was read (reads go on, one folder at a time)."""
+        with self._lock:
+            folders, self._folders = self._folders, None
+        if folders is not None:
+            folders.close()
+
+    def _load_folder(self, shot: str, fetch: bool) -> ShotFolder:
+        """``shot``'s folder: listed, its compacted copies still current, and with ``fetch`` every
+        other file read too."""
+        url = self._url(shot)
+        stamps = storage.listdir_stamps(url)
+        folder = ShotFolder(stamps)
+        if COMPACT_NAME in stamps:
+            try:
+                members = unpack(shot, self._read_compact(shot, stamps[COMPACT_NAME]))
+            except (ValueError, InputRefused) as exc:
+                self.set_aside(
+                    f"manifest record {shot}/{COMPACT_NAME} is unusable ({exc}); its files are read"
+                )
+                members = {}
+            except StorageError:
+                members = {}
+            folder.compacted = {n: data for n, (stamp, data) in members.items() if stamps.get(n) == stamp}
+        if fetch:
+            names = [n for n in stamps if n != COMPACT_NAME and n not in folder.compacted]
+            for name in names:  # on a prefetch thread: shots are read side by side
+                if (data := self._fetch(shot, name)) is not None:
+                    folder.fetched[name] = data
+        return folder
+
+    def _read_compact(self, shot: str, stamp: str) -> bytes:
+        """``<shot>/compact.bin`` of the size its listing ``stamp`` says (StorageError: none there, or
+        larger than :data:`~pipeline.limits.COMPACT_MAX_BYTES`)."""
+        size = int(stamp.partition(":")[0]) if stamp.partition(":")[0].isdigit() else COMPACT_MAX_BYTES
+        return storage.read_bytes(self._url(shot, COMPACT_NAME), max_bytes=min(size, COMPACT_MAX_BYTES))
+
+    def _fetch(self, shot: str, name: str) -> bytes | None:
+        limit = ANALYSIS_MAX_BYTES if name.endswith(".npz") else WORK_RECORD_MAX_BYTES
+        try:
+            return storage.read_bytes(self._url(shot, name), max_bytes=limit)
+        except StorageError:  # InputRefused too: read again (and refused) when asked for
+            return None
+
+    def _bytes(self, url: str, max_bytes: int, *, direct: bool = False) -> tuple[bytes, bool]:
+        """The bytes of the file at ``url`` and whether they are a compacted copy (StorageError as
+        :func:`~pipeline.store.storage.read_bytes`); ``direct``: the file itself."""
+        shot, _, name = self._name(url).rpartition("/")
+        if not direct and shot and "/" not in shot:
+            data, copy = self._shot_folders().get(shot).take(name)
+            if data is not None:
+                if len(data) > max_bytes:
+                    raise InputRefused(url, f"larger than {storage.describe_bytes(max_bytes)}")
+                return data, copy
+        return storage.read_bytes(url, max_bytes=max_bytes), False
+
+    def _written(self, url: str) -> None:
+        shot, _, name = self._name(url).rpartition("/")
+        folders = self._folders
+        if folders is not None and shot:
+            folder = folders.cached(shot)
+            if folder is not None:
+                folder.written(name)
+            else:
+                folders.forget(shot)
+
+    def compact_shot(self, shot: str) -> int:
+        """Copy ``shot``'s chunk records into ``<shot>/compact.bin`` (nothing is removed: the files stay
+        the source of truth, a file written since is read itself); the number of files it holds.
+
+        Called once the shot is published (its records are final); copies still current in an earlier
+        ``compact.bin`` are kept, files written since are read (on a thread pool)."""
+        stamps = storage.listdir_stamps(self._url(shot))
+        try:
+            earlier = unpack(shot, self._read_compact(shot, stamps.get(COMPACT_NAME, "")))
+        except (StorageError, ValueError):
+            earlier = {}
+        files: dict[str, tuple[str, bytes]] = {}
+        wanted = []
+        for name, stamp in stamps.items():
+            if not CHUNK_FILE.fullmatch(name):
+                continue
+            if name in earlier and earlier[name][0] == stamp:
+                files[name] = (stamp, bytes(earlier[name][1]))
+            else:
+                wanted.append(name)
+        with ThreadPoolExecutor(8, thread_name_prefix="manifest-compact") as pool:
+            for name, data in zip(wanted, pool.map(lambda n: self._fetch(shot, n), wanted), strict=True):
+                if data is not None:
+                    files[name] = (stamps[name], data)
+        storage.write_bytes(self._url(shot, COMPACT_NAME), pack(shot, files))
+        folders = self._folders
+        if folders is not None:
+            folders.forget(shot)
+        return len(files)
 
     # -- paths
     def _url(self, *parts: str) -> str:
@@ -159,12 +284,17 @@ class JobManifest:
     def _name(self, url: str) -> str:
         return url[len(self.root) + 1 :]
 
-    def _read_json(self, url: str) -> dict[str, Any] | None:
+    def _read_json(self, url: str, *, direct: bool = False) -> dict[str, Any] | None:
         """The record at ``url``; None (treated as absent, its work redone) when there is none, or it is
         unreadable, not JSON, larger than :data:`~pipeline.limits.WORK_RECORD_MAX_BYTES` (only that
-        much is read; a warning is kept for the summary), of another version or not trusted."""
+        much is read; a warning is kept for the summary), of another version or not trusted.
+
+        A compacted copy that is not a trusted record (the compact file was edited) is noted as
+        such and the file itself is read (``direct``)."""
+        copy = False
         try:
-            data = jsonload.loads(storage.read_bytes(url, max_bytes=WORK_RECORD_MAX_BYTES))
+            raw, copy = self._bytes(url, WORK_RECORD_MAX_BYTES, direct=direct)
+            data = jsonload.loads(raw)
         except InputRefused as exc:
             self.set_aside(f"manifest record {self._name(url)} is {exc.reason}; treated as missing")
             return None
@@ -173,15 +303,16 @@ class JobManifest:
                 logger.warning("manifest record %s unreadable (%s); treated as missing", url, exc.reason)
             return None
         except ValueError:  # torn, too deep or a key twice (jsonload.JsonError)
-            self.set_aside(f"manifest record {self._name(url)} is not JSON; treated as missing")
-            return None
+            where = f" (its copy in {COMPACT_NAME})" if copy else ""
+            self.set_aside(f"manifest record {self._name(url)}{where} is not JSON; treated as missing")
+            return self._read_json(url, direct=True) if copy else None
         if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
-            return None
+            return self._read_json(url, direct=True) if copy else None
         if self._key is not None and not signed_by(self._key, self._name(url), data):
             logger.info("manifest record %s is unsigned or badly signed: not trusted", self._name(url))
             with self._lock:
                 self._distrusted.append(self._name(url))
-            return None
+            return self._read_json(url, direct=True) if copy else None
         return data
 
     def _write_json(self, url: str, record: Mapping[str, Any]) -> None:
@@ -191,6 +322,7 @@ class JobManifest:
         if self._key is not None:
             data[MAC_FIELD] = sign(self._key, self._name(url), data)
         storage.write_bytes(url, json.dumps(data, indent=1).encode())
+        self._written(url)
 
     # -- what was set aside
     def set_aside(self, warning: str) -> None:
@@ -261,9 +393,11 @@ class JobManifest:
         record = self._read_json(self._url(shot, self._chunk_name("analysis", index)))
         if record is None or record.get("key") != key:
             return None
+        url = self._url(shot, self._chunk_name("analysis", index, "npz"))
         try:
-            url = self._url(shot, self._chunk_name("analysis", index, "npz"))
-            data = storage.read_bytes(url, max_bytes=ANALYSIS_MAX_BYTES)
+            data, copy = self._bytes(url, ANALYSIS_MAX_BYTES)
+            if copy and hashlib.sha256(data).hexdigest() != record.get("sha256"):
+                data = storage.read_bytes(url, max_bytes=ANALYSIS_MAX_BYTES)  # the copy was edited
         except StorageError:
             return None
         if hashlib.sha256(data).hexdigest() != record.get("sha256"):
@@ -282,7 +416,9 @@ class JobManifest:
     ) -> None:
         """Commit the faces of chunk ``index``: the npz first, then the record naming its sha256."""
         data = faces_to_npz(faces)
-        storage.write_bytes(self._url(shot, self._chunk_name("analysis", index, "npz")), data)
+        npz_url = self._url(shot, self._chunk_name("analysis", index, "npz"))
+        storage.write_bytes(npz_url, data)
+        self._written(npz_url)
         self._write_json(
             self._url(shot, self._chunk_name("analysis", index)),
             {

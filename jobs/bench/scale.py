@@ -246,6 +246,7 @@ def resume_scan(prepared: Any) -> dict[str, float]:
 
     ledger = Ledger(prepared.manifest, resumed=True)
     started = time.perf_counter()
+    ledger.prefetch([shot.ref.name for shot in prepared.planned])
     found = {"analysis": 0, "tracking": 0, "shots": 0}
     for shot in prepared.planned:
         state_in = None

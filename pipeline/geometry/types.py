@@ -44,13 +44,11 @@ class Face:
         if boxes.shape[1:] != (4,) or landmarks.shape[1:] != (5, 2) or not len(boxes) == len(landmarks):
             raise ValueError(f"Face.rows: boxes {boxes.shape}, landmarks {landmarks.shape}")
         out = []
+        new = object.__new__
         for box, marks, score, embedding in zip(boxes, landmarks, scores, embeddings, strict=True):
-            face = object.__new__(cls)
-            # The fields of a frozen dataclass, set as its own __init__ sets them.
-            object.__setattr__(face, "box", box)
-            object.__setattr__(face, "landmarks", marks)
-            object.__setattr__(face, "score", score)
-            object.__setattr__(face, "embedding", embedding)
+            face = new(cls)
+            # The fields of a frozen dataclass, stored where its own __init__ stores them (its __dict__).
+            face.__dict__.update(box=box, landmarks=marks, score=score, embedding=embedding)
             out.append(face)
         return out
 

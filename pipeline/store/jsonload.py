@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+import numpy as np
+
 from pipeline.store.yamlload import MAX_DEPTH
 
 
@@ -26,11 +28,21 @@ class JsonError(ValueError):
 
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 """A whole string (its brackets do not count) or one bracket."""
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
 def check_depth(text: str, *, max_depth: int = MAX_DEPTH) -> None:
     """JsonError when ``text`` nests more than ``max_depth`` arrays and objects (brackets outside strings)."""
-    depth = 0
+    # The strings removed, then everything but brackets (both in C): the depth is a running sum.
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).encode()
+    if brackets.count(b"[") + brackets.count(b"{") <= max_depth:
+        return
+    codes = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1)
+    if int(np.cumsum(steps).max()) <= max_depth:
+        return
+    depth = 0  # too deep: found again token by token, to say where
     for match in _TOKEN.finditer(text):
         token = match.group(0)
         if token in ("[", "{"):
@@ -39,6 +51,7 @@ def check_depth(text: str, *, max_depth: int = MAX_DEPTH) -> None:
                 raise JsonError(f"nested deeper than {max_depth} levels (at character {match.start()})")
         elif token in ("]", "}"):
             depth -= 1
+    raise AssertionError("unreachable: the bracket count said too deep")
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -301,6 +301,46 @@ def listdir(url: str) -> list[str]:
     return _on(url, local, remote)
 
 
+def listdir_stamps(url: str) -> dict[str, str]:
+    """The plain files directly under ``url`` (empty if it does not exist), by name: a stamp that
+    changes whenever the file is rewritten (size and modification time in nanoseconds on a local
+    disk; size and ETag, else size and modification time, on object stores).  One listing call."""
+
+    def local(path: str) -> dict[str, str]:
+        if not os.path.isdir(path):
+            return {}
+        out = {}
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    out[entry.name] = f"{st.st_size}:{st.st_mtime_ns}"
+        return out
+
+    def remote(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, str]:
+        try:
+            listing = fs.ls(path, detail=True, refresh=True)
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for info in listing:
+            if info.get("type") != "file":
+                continue
+            mark = next(
+                (
+                    info[k]
+                    for k in ("ETag", "etag", "md5Hash", "LastModified", "mtime", "updated")
+                    if info.get(k)
+                ),
+                None,
+            )
+            if mark is not None:
+                out[str(info["name"]).rstrip("/").rsplit("/", 1)[-1]] = f"{info.get('size')}:{mark}"
+        return out
+
+    return _on(url, local, remote)
+
+
 def _write_local(dest: str, write: Callable[[str], object], overwrite: bool) -> None:
     (replace_atomically if overwrite else create_atomically)(dest, write)
 
