@@ -178,7 +178,6 @@ class JobRunner:
         if takeover is not None:
             observer.warn([takeover])
         ledger = self.ledger = Ledger(prepared.manifest, resumed=prepared.resumed, guard=lease.guard)
-        ledger.prefetch([p.ref.name for p in prepared.planned])  # a resume reads them all: read ahead
         provenance = JobProvenance(spec, prepared.consent_refs, prepared.pack_hash, prepared.auth)
         fixes = {
             ref.name: fix_records(ref.settings.fixes)

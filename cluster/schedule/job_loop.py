@@ -92,7 +92,8 @@ class JobLoop:
         self.workers = ShotWorkers(
             PlanContext.of(prepared, embeddings),
             manifest_key=prepared.manifest.signing_key,
-            count=min(len(runs), self.spec.resources.planner_actors),
+            count=self.spec.resources.planner_actors,
+            shots=[r.name for r in runs],
         )
         self.steps: list[tuple[str, int | None, Future[ShotStep]]] = []
         """Calls on the planner actors in flight: (shot, the chunk whose faces it took or None: the
@@ -403,7 +404,6 @@ class JobLoop:
             passes=pass_files,
             review_flags=None if self.spec.output.review is None else [f.to_dict() for f in flags],
         )
-        self.ledger.compact_shot(run.name)  # its records in one object, for a resume to read in one go
         self.observer.shot_published(
             ShotSource(
                 ref.name,

@@ -105,6 +105,10 @@ class ShotWorker:
         self.planner = ShotPlanner(context, self.ledger)
         self.shots: dict[str, _Shot] = {}
 
+    def prefetch(self, shots: list[str]) -> None:
+        """A resume: read these shots' records ahead, in the order they will be opened."""
+        self.ledger.prefetch(shots)
+
     def open(self, shot: PlannedShot, encoder: EncoderChoice) -> ShotStep:
         """Take ``shot`` on; the analyses an earlier run committed are read and tracked now."""
         cpu = time.thread_time()
@@ -133,6 +137,8 @@ class ShotWorker:
         """QC's conclusions with the actors' ``measures``, and the ``tracks`` pass (when asked)."""
         cpu = time.thread_time()
         state = self.shots.pop(shot)
+        # Its records are final: copied into one object, for a resume to read in one go.
+        self.ledger.compact_shot(shot)
         qc = finish_qc(state.qc_plan, measures, self.context.spec.qc)
         pass_urls = state.shot.pass_urls
         files = {}
@@ -202,20 +208,25 @@ ShotWorkerActor = ray.remote(num_cpus=0, max_restarts=0)(ShotWorker)
 
 
 class ShotWorkers:
-    """The driver's planner actors: each shot is handed to one (in turn, longest shots first), and
-    every call on it returns a future the event loop waits on beside its other work."""
+    """The driver's planner actors (``count``, at most one per shot): each of ``shots`` is handed to
+    one, in turn in this order (longest first), and every call on it returns a future the event
+    loop waits on beside its other work.  On a resume each reads its shots' records ahead."""
 
-    def __init__(self, context: PlanContext, *, manifest_key: bytes | None, count: int) -> None:
+    def __init__(
+        self, context: PlanContext, *, manifest_key: bytes | None, count: int, shots: list[str]
+    ) -> None:
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
         self.actors: list[Any] = [
             ShotWorkerActor.options(scheduling_strategy=here).remote(context, manifest_key)
-            for _ in range(max(1, count))
+            for _ in range(max(1, min(count, len(shots))))
         ]
-        self._of: dict[str, Any] = {}
+        self._of: dict[str, Any] = {shot: self.actors[i % len(self.actors)] for i, shot in enumerate(shots)}
+        if context.resumed:
+            for i, actor in enumerate(self.actors):
+                actor.prefetch.remote(shots[i :: len(self.actors)])
 
     def open(self, shot: PlannedShot, encoder: EncoderChoice) -> Future[ShotStep]:
-        actor = self._of[shot.ref.name] = self.actors[len(self._of) % len(self.actors)]
-        return actor.open.remote(shot, encoder).future()
+        return self._of[shot.ref.name].open.remote(shot, encoder).future()
 
     def add_analysis(self, shot: str, index: int, faces: Any, actor: str) -> Future[ShotStep]:
         """``faces``: the reference the analysis returned them as (resolved in the planner actor)."""

@@ -16,7 +16,8 @@ by files.  Measured in one run:
 * manifest records written;
 * time to the first published shot (the job's summary);
 * the time a resume takes to scan the manifest of the finished job: every chunk's
-  analysis, tracking and render record read back and checked against its key.
+  analysis and tracking record read back and checked against its key, by as many fresh
+  processes as the job has planner actors (they read a resumed job's records), each its shots.
 
 Modelled times can be scaled by ``time_scale`` (0.5: a 20 s render takes 10 s) to
 shorten a run; that makes the driver's job harder, not easier: completions arrive
@@ -219,36 +220,55 @@ def actor_waits(
 
 
 def resume_scan_in_new_process(settings: ScaleSettings) -> dict[str, float]:
-    """:func:`resume_scan` in a fresh Python process, as a resubmitted driver starts."""
+    """:func:`resume_scan` in fresh Python processes, as a resubmitted driver's planner actors read
+    the manifest: one process per planner actor (``resources.planner_actors``), each reading the
+    shots it is handed (every n-th), all at once; the scan's time is the slowest one's."""
     import json
     import subprocess
     import sys
 
+    parts = max(1, min(settings.shots, scale_spec(settings).resources.planner_actors))
     code = (
         "import dataclasses, json, sys\n"
         "from jobs.bench.scale import ScaleSettings, prepare, resume_scan, scale_spec\n"
         "settings = ScaleSettings(**json.loads(sys.argv[1]))\n"
-        "print(json.dumps(resume_scan(prepare(settings, scale_spec(settings), resumed=True))))\n"
+        "prepared = prepare(settings, scale_spec(settings), resumed=True)\n"
+        "print(json.dumps(resume_scan(prepared, part=int(sys.argv[2]), parts=int(sys.argv[3]))))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(dataclasses.asdict(settings))],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=1800,
-    )
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, json.dumps(dataclasses.asdict(settings)), str(part), str(parts)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for part in range(parts)
+    ]
+    results = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=1800)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the resume scan failed ({proc.returncode})")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    total: dict[str, float] = {
+        "resume_scan_seconds": max(r["resume_scan_seconds"] for r in results),
+        "resume_scan_processes": parts,
+    }
+    for name in ("analysis", "tracking", "shots"):
+        total[name] = sum(r[name] for r in results)
+    return total
 
 
-def resume_scan(prepared: Any) -> dict[str, float]:
-    """Read back every chunk's records of the finished job through the ledger, as a resume does."""
+def resume_scan(prepared: Any, *, part: int = 0, parts: int = 1) -> dict[str, float]:
+    """Read back every chunk's records of the finished job through the ledger, as a resume does
+    (its planner actors do): of every ``parts``-th shot from ``part`` on."""
     from cluster.state.ledger import Ledger
 
+    shots = prepared.planned[part::parts]
     ledger = Ledger(prepared.manifest, resumed=True)
     started = time.perf_counter()
-    ledger.prefetch([shot.ref.name for shot in prepared.planned])
+    ledger.prefetch([shot.ref.name for shot in shots])
     found = {"analysis": 0, "tracking": 0, "shots": 0}
-    for shot in prepared.planned:
+    for shot in shots:
         state_in = None
         for chunk, key in zip(shot.plan.chunks, shot.analysis_keys, strict=True):
             if ledger.analysis(shot.ref.name, chunk.index, key, chunk.frame_count) is not None:

@@ -63,7 +63,7 @@ def test_planner_actor_tracks_and_plans_as_the_driver_did(name: str, tmp_path, r
         ids.extend(chunk_ids)
     expected = ShotPlanner(reference_context, ledger).plan(shot, ENCODER, faces, ids)
 
-    workers = ShotWorkers(context, manifest_key=None, count=1)
+    workers = ShotWorkers(context, manifest_key=None, count=2, shots=[shot.ref.name])
     try:
         opened = workers.open(shot, ENCODER).result(timeout=60)
         assert opened.reused == () and opened.tracked == 0 and opened.renders is None
