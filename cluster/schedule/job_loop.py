@@ -95,9 +95,12 @@ class JobLoop:
             count=self.spec.resources.planner_actors,
             shots=[r.name for r in runs],
         )
-        self.steps: list[tuple[str, int | None, Future[ShotStep]]] = []
-        """Calls on the planner actors in flight: (shot, the chunk whose faces it took or None: the
-        shot's first call, its future)."""
+        self.steps: dict[Future[ShotStep], tuple[str, int | None]] = {}
+        """Calls on the planner actors in flight -> (shot, the chunk whose faces it took or None: the
+        shot's first call)."""
+        self.stepped: deque[Future[ShotStep]] = deque()
+        """Those done, in the order they finished (appended by Ray's thread as each completes, so the
+        loop never scans the thousands in flight)."""
         self.faces: dict[tuple[str, int], Any] = {}
         """(shot, chunk) -> the faces of an analysis in flight (a reference the driver never reads)."""
         self.finishing: dict[str, tuple[Published, Future[ShotFinish]]] = {}
@@ -133,7 +136,7 @@ class JobLoop:
         initial = set(self.dispatcher.infos)  # the warm pool's, already in the summary
         for run in self.runs:
             run.started_at = time.perf_counter()
-            self.steps.append((run.name, None, self.workers.open(run.shot, run.encoder)))
+            self._step(run.name, None, self.workers.open(run.shot, run.encoder))
             if not self.prepared.resumed:  # nothing to reuse: analyse every chunk now
                 self._submit_analyses(run, reused=())
         try:
@@ -154,7 +157,7 @@ class JobLoop:
                 if self.dispatcher.idle:
                     # Only planner calls and merges are left: sleep on them.
                     waiting: list[Future[Any]] = [
-                        *(f for _, _, f in self.steps),
+                        *self.steps,
                         *self.merging.values(),
                         *(f for _, f in self.finishing.values()),
                     ]
@@ -183,12 +186,10 @@ class JobLoop:
     def _take_finished_threads(self) -> None:
         """Take what the planner actors did (dispatching the renders of planned shots); finish the shots
         whose merge finished; record the shots whose QC finished."""
-        if self.steps:
-            done = [s for s in self.steps if s[2].done()]
-            if done:
-                self.steps = [s for s in self.steps if not s[2].done()]
-                for name, index, future in done:
-                    self._take_step(self.by_name[name], index, future)
+        while self.stepped:
+            future = self.stepped.popleft()
+            name, index = self.steps.pop(future)
+            self._take_step(self.by_name[name], index, future)
         for name in [n for n, f in self.merging.items() if f.done()]:
             self._finish_merge(self.by_name[name], self.merging.pop(name))
         for name in [n for n, (_, f) in self.finishing.items() if f.done()]:
@@ -241,9 +242,7 @@ class JobLoop:
             run.analysed_by[index] = analysis.actor
             self.observer.analysis_done(run.name, analysis)
             faces = self.faces.pop((run.name, index))
-            self.steps.append(
-                (run.name, index, self.workers.add_analysis(run.name, index, faces, analysis.actor))
-            )
+            self._step(run.name, index, self.workers.add_analysis(run.name, index, faces, analysis.actor))
         else:
             result: SegmentResult = outcome.value
             run.segments[result.chunk_index] = result
@@ -259,6 +258,11 @@ class JobLoop:
         for chunk in run.shot.plan.chunks:
             if chunk.index not in reused:
                 self.dispatcher.submit(analysis_item(run, chunk, self.faces))
+
+    def _step(self, shot: str, index: int | None, future: Future[ShotStep]) -> None:
+        """A call on ``shot``'s planner actor, taken by :meth:`_take_finished_threads` once done."""
+        self.steps[future] = (shot, index)
+        future.add_done_callback(self.stepped.append)
 
     def _take_step(self, run: ShotRun, index: int | None, future: Future[ShotStep]) -> None:
         """What the shot's planner actor did: chunks tracked, and the plan once the shot is tracked.
