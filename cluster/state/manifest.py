@@ -111,12 +111,13 @@ def tasks_digest(tasks_per_frame: Sequence[Sequence[FaceTask]]) -> str:
     Equal to ``digest`` of ``[[{"t", "i", "b", "l", "x"} per task] per frame]``, built
     directly (a chunk has hundreds of tasks; the general canonical walk costs more than the hashing).
     """
+    names: dict[np.dtype, str] = {}  # str(dtype) is slow; a chunk has a few dtypes and ~1,000 arrays
     frames = [
         [
             {
-                "b": _array_canonical(np.asarray(t.box)),
+                "b": _array_canonical(np.asarray(t.box), names),
                 "i": t.identity,
-                "l": _array_canonical(np.asarray(t.landmarks)),
+                "l": _array_canonical(np.asarray(t.landmarks), names),
                 "t": _canonical(t.track_id),
                 "x": _canonical(t.extra),
             }
@@ -127,12 +128,14 @@ def tasks_digest(tasks_per_frame: Sequence[Sequence[FaceTask]]) -> str:
     return hashlib.sha256(json.dumps(frames, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _array_canonical(value: np.ndarray) -> dict[str, Any]:
-    return {
-        "dtype": str(value.dtype),
-        "shape": list(value.shape),
-        "sha256": hashlib.sha256(value.tobytes()).hexdigest(),
-    }
+def _array_canonical(value: np.ndarray, names: dict[np.dtype, str] | None = None) -> dict[str, Any]:
+    """An array as its dtype, shape and sha256 (``names``: dtype names already made, filled in)."""
+    dtype = value.dtype
+    known = None if names is None else names.get(dtype)
+    name = known if known is not None else str(dtype)
+    if names is not None and known is None:
+        names[dtype] = name
+    return {"dtype": name, "shape": list(value.shape), "sha256": hashlib.sha256(value.tobytes()).hexdigest()}
 
 
 # -- the manifest -------------------------------------------------------------------------------

@@ -69,6 +69,15 @@ def test_digest_is_canonical() -> None:
     moved = FaceTask(3, "hero", box + np.float32(1e-3), np.zeros((5, 2), np.float32))
     assert tasks_digest([[task], []]) == tasks_digest([[task], []])
     assert tasks_digest([[task], []]) != tasks_digest([[moved], []])
+    # Built directly, it is the general digest of the same tasks (render keys do not change with it).
+    generic = [[{"t": 3, "i": "hero", "b": box, "l": np.zeros((5, 2), np.float32), "x": task.extra}], []]
+    assert tasks_digest([[task], []]) == digest(generic)
+    assert tasks_digest([[task, moved], [moved]]) == digest(
+        [
+            [{"t": t.track_id, "i": t.identity, "b": t.box, "l": t.landmarks, "x": t.extra} for t in f]
+            for f in ([task, moved], [moved])
+        ]
+    )
 
 
 def test_records_commit_and_survive_only_intact(tmp_path) -> None:
