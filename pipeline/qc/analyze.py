@@ -25,7 +25,7 @@ from pipeline.qc.coverage import STATES, coverage
 from pipeline.qc.identity import identity_series, identity_switches
 from pipeline.qc.marks import ShotTracks, merge_marks
 from pipeline.qc.records import REASONS, FaceMeasure, Flag
-from pipeline.qc.stability import stability
+from pipeline.qc.stability import Stability, stability
 from pipeline.tracking.faceplan import ShotFacePlan
 
 DIGITS = 4
@@ -163,11 +163,14 @@ class ShotQCInputs:
             raise ValueError(f"analyze_shot: chunk_starts {bad} outside 0-{n - 1}")
 
 
-def analyze_shot(inputs: ShotQCInputs, measures: Sequence[FaceMeasure], config: QcConfig) -> ShotQC:
+def analyze_shot(
+    inputs: ShotQCInputs, measures: Sequence[FaceMeasure], config: QcConfig, *, stable_checks: bool = True
+) -> ShotQC:
     """QC of one shot: coverage, identity, identity switches, jitter, flicker and seams.
 
     ``measures``: the actors' (``frame`` = source position, ``track`` = plan track id).
-    Flags carry frame numbers.
+    Flags carry frame numbers.  ``stable_checks`` False: no jitter, flicker or seams (the planning
+    stage of :mod:`pipeline.qc.staged`, whose conclusions on those the publish stage replaces).
     """
     inputs.check()
     numbers, first, plan, references = inputs.numbers, inputs.first, inputs.plan, inputs.references
@@ -184,7 +187,11 @@ def analyze_shot(inputs: ShotQCInputs, measures: Sequence[FaceMeasure], config: 
     cover = coverage(plan, tracks, config)
     ident = identity_series(plan, tracks, indexed, references, config)
     switches = identity_switches(plan, tracks, references, inputs.selection, config)
-    stable = stability(tracks, indexed, n, inputs.chunk_starts, config)
+    if stable_checks:
+        stable = stability(tracks, indexed, n, inputs.chunk_starts, config)
+    else:
+        nothing: list[float | None] = [None] * n
+        stable = Stability(jitter=nothing, flicker=nothing, seam=nothing, boundary_flicker={}, marks=[])
     flags = merge_marks(inputs.shot, numbers, [*cover.marks, *ident.marks, *switches, *stable.marks])
     per_track: dict[int, dict[str, Any]] = {}
     for tid, summary in sorted(plan.tracks.items()):

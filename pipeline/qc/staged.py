@@ -31,7 +31,7 @@ class PlanQC:
 
 def plan_checks(inputs: ShotQCInputs, config: QcConfig) -> PlanQC:
     """The planning stage: the checks that need the detections' embeddings; the inputs kept without them."""
-    early = analyze_shot(inputs, [], config)
+    early = analyze_shot(inputs, [], config, stable_checks=False)  # the publish stage measures those
     lean = dataclasses.replace(
         inputs,
         numbers=tuple(int(n) for n in inputs.numbers),

@@ -6,11 +6,14 @@ import numpy as np
 import pytest
 
 from pipeline.faces.config import SelectionConfig
+from pipeline.qc.analyze import ShotQCInputs, analyze_shot
 from pipeline.qc.config import QcConfig
 from pipeline.qc.stability import flicker_value
+from pipeline.qc.staged import finish_checks, plan_checks
 from tests.faces_data import still_noise_clip
 from tests.pipeline.qc.shots import (
     FIRST_NUMBER,
+    FIRST_POSITION,
     RealShot,
     detect,
     numbers_of,
@@ -94,6 +97,38 @@ def test_flicker_seam_and_chunk_boundaries(still: RealShot) -> None:
     # Sorted worst first; every severity within 0-1.
     severities = [f.severity for f in result.flags]
     assert severities == sorted(severities, reverse=True) and all(0 <= s <= 1 for s in severities)
+
+
+def test_the_two_stages_conclude_what_one_pass_does(still: RealShot) -> None:
+    """The planner actor's two stages (at planning: no measures, no stability checks; at publish: the
+    actors' measures) flag and chart what one pass over everything does: jitter, flicker, seams."""
+    rng = np.random.default_rng(3)
+    sigma = 3.0 * CONFIG.max_jitter * _eye_distance(still) / np.sqrt(6 * np.pi / 2)
+    noisy = with_landmarks(still.plan, {i: rng.normal(0.0, sigma, (5, 2)) for i in range(10, 20)})
+    plate = np.full(N, 0.40)
+    out = plate + 0.05
+    out[4:8] += np.array([0.08, 0.0, 0.08, 0.0])
+    seam = np.full(N, 1.2)
+    seam[26:28] = 4.0
+    measures = still_measures(noisy, out, plate, seam)
+    inputs = ShotQCInputs(
+        shot="sh010",
+        numbers=still.numbers,
+        first=FIRST_POSITION,
+        faces=still.faces,
+        track_ids=still.track_ids,
+        plan=noisy,
+        references={},
+        selection=ALL,
+        chunk_starts=[0, 12, 24],
+    )
+    whole = analyze_shot(inputs, measures, CONFIG)
+    staged = finish_checks(plan_checks(inputs, CONFIG), measures, CONFIG)
+    assert {f.reason for f in whole.flags} >= {"jitter", "flicker", "seam"}
+    assert staged.flags == whole.flags
+    for name in ("jitter", "flicker", "seam", "coverage", "numbers"):
+        assert getattr(staged.series, name) == getattr(whole.series, name), name
+    assert staged.boundaries == whole.boundaries
 
 
 def test_flicker_value_cancels_what_the_plate_did() -> None:
