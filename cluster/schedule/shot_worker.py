@@ -40,6 +40,7 @@ from cluster.schedule.shot_finish import finish_qc, write_tracks
 from cluster.state.ledger import Ledger
 from cluster.state.manifest import JobManifest
 from pipeline.errors import SpecError
+from pipeline.geometry.task_pack import packed
 from pipeline.geometry.types import Face
 from pipeline.qc.records import FaceMeasure
 from pipeline.tracking.tracker import TrackerState, track_chunk
@@ -186,7 +187,8 @@ class ShotWorker:
                 error = str(exc)
             else:
                 state.track_frames, state.qc_plan = planned.track_frames, planned.qc
-                chunks = [dataclasses.replace(c, tasks=ray.put(c.tasks)) for c in planned.chunks]
+                # Packed: a crowd chunk's thousands of tasks pickle as a few arrays (they arrive as a list).
+                chunks = [dataclasses.replace(c, tasks=ray.put(packed(c.tasks))) for c in planned.chunks]
                 renders = dataclasses.replace(planned, chunks=chunks, track_frames=[], qc=None)
             state.faces, state.track_ids = [], []  # the plan holds what the shot needs from here
         return ShotStep(
