@@ -58,6 +58,7 @@ from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.detectsize import DetectTiles
 from pipeline.faces.embedplan import EmbedSchedule
+from pipeline.geometry.packing import PackedFaces
 from pipeline.geometry.types import Face, FaceTask
 from pipeline.review.frames import ReviewLook
 from pipeline.stages import StageTimes, run_stages
@@ -230,7 +231,7 @@ class RenderWorker(PictureEmbeddings):
     @ray.method(num_returns=2)
     def analyze_chunk_apart(
         self, shot_url: str, info: VideoInfo, chunk: Chunk
-    ) -> tuple[ChunkAnalysis, list[list[Face]]]:
+    ) -> tuple[ChunkAnalysis, PackedFaces]:
         """:meth:`analyze_chunk` as two results: the analysis without its faces, which the driver
         reads, and the faces, which it hands to the shot's planner actor unread (both owned by the
         driver, the caller, so they outlive this actor)."""

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pipeline.geometry.packing import PackedFaces, packed_faces
 from pipeline.geometry.types import Face
 from pipeline.qc.records import FaceMeasure
 
@@ -104,11 +105,12 @@ class ChunkAnalysis:
     def frame_count(self) -> int:
         return self.counts[0] if self.counts is not None else len(self.faces)
 
-    def apart(self) -> tuple[ChunkAnalysis, list[list[Face]]]:
-        """This analysis without its faces (counted), and the faces: the driver reads the first, the
-        shot's planner actor the second (:mod:`cluster.schedule.shot_worker`)."""
+    def apart(self) -> tuple[ChunkAnalysis, PackedFaces]:
+        """This analysis without its faces (counted), and the faces, packed to pickle as arrays (they
+        unpickle as the list): the driver reads the first, the shot's planner actor the second
+        (:mod:`cluster.schedule.shot_worker`)."""
         counts = (self.frame_count, self.face_count)
-        return dataclasses.replace(self, faces=[], counts=counts), self.faces
+        return dataclasses.replace(self, faces=[], counts=counts), packed_faces(self.faces)
 
 
 class FrameFile(NamedTuple):

@@ -40,7 +40,7 @@ from cluster.schedule.shot_finish import finish_qc, write_tracks
 from cluster.state.ledger import Ledger
 from cluster.state.manifest import JobManifest
 from pipeline.errors import SpecError
-from pipeline.geometry.task_pack import packed
+from pipeline.geometry.packing import packed
 from pipeline.geometry.types import Face
 from pipeline.qc.records import FaceMeasure
 from pipeline.tracking.tracker import TrackerState, track_chunk

@@ -22,6 +22,7 @@ import numpy as np
 import ray
 
 from actors.results import ActorInfo, ChunkAnalysis, PackInfo, SegmentResult
+from pipeline.geometry.packing import PackedFaces
 from pipeline.geometry.types import Face
 from pipeline.store import storage
 from pipeline.video.chunking import Chunk
@@ -105,7 +106,7 @@ class SimulatedHostWorker:
     @ray.method(num_returns=2)
     async def analyze_chunk_apart(
         self, slot: int, label: str, url: str, info: VideoInfo, chunk: Chunk
-    ) -> tuple[ChunkAnalysis, list[list[Face]]]:
+    ) -> tuple[ChunkAnalysis, PackedFaces]:
         """The real actor's ``analyze_chunk_apart``: the analysis without its faces, and the faces."""
         return (await self.analyze_chunk(slot, label, url, info, chunk)).apart()
 

@@ -7,8 +7,8 @@ import pickle
 import numpy as np
 import pytest
 
-from pipeline.geometry.task_pack import PackedTasks, packed
-from pipeline.geometry.types import FaceTask
+from pipeline.geometry.packing import PackedTasks, packed, packed_faces
+from pipeline.geometry.types import Face, FaceTask
 from tests.tracking_media import assert_tasks_identical
 
 
@@ -50,3 +50,29 @@ def test_edge_cases_round_trip(tasks: list[list[FaceTask]]) -> None:
     assert_tasks_identical(back, tasks)
     if tasks and tasks[0]:
         assert back[1][0].box.dtype == np.float64
+
+
+def _faces(rng: np.random.Generator, *, embedded: bool = True) -> list[list[Face]]:
+    def face(k: int) -> Face:
+        emb = rng.random(8).astype(np.float32) if embedded or k % 2 else None
+        return Face(
+            rng.random(4).astype(np.float32), rng.random((5, 2)).astype(np.float32), 0.5 + k / 100, emb
+        )
+
+    return [[face(k) for k in range(12 if f % 5 else 0)] for f in range(30)]
+
+
+@pytest.mark.parametrize("embedded", [True, False])
+def test_packed_faces_unpickle_as_the_faces(embedded: bool) -> None:
+    faces = _faces(np.random.default_rng(9), embedded=embedded)
+    back = pickle.loads(pickle.dumps(packed_faces(faces)))
+    assert type(back) is list and [len(f) for f in back] == [len(f) for f in faces]
+    for fa, fb in zip(faces, back, strict=True):
+        for a, b in zip(fa, fb, strict=True):
+            assert a.score == b.score and a.box.dtype == b.box.dtype
+            assert np.array_equal(a.box, b.box) and np.array_equal(a.landmarks, b.landmarks)
+            assert (a.embedding is None) == (b.embedding is None)
+            if a.embedding is not None:
+                assert b.embedding is not None and a.embedding.dtype == b.embedding.dtype
+                assert np.array_equal(a.embedding, b.embedding)
+    assert pickle.loads(pickle.dumps(packed_faces([[], []]))) == [[], []]

@@ -1,4 +1,4 @@
-"""A chunk's face tasks packed into a few arrays for the trip to a render actor.
+"""A chunk's faces and face tasks packed into a few arrays for their trips between actors.
 
 A crowd chunk holds thousands of :class:`~pipeline.geometry.types.FaceTask` (12 faces x 480
 frames); pickled one by one (each a dataclass holding two small arrays) they cost the planner
@@ -6,7 +6,8 @@ frames); pickled one by one (each a dataclass holding two small arrays) they cos
 them so that pickling writes the boxes and landmarks as two arrays and the rest as plain lists,
 and unpickling gives back the same ``list[list[FaceTask]]`` (equal values, dtypes and shapes):
 the receiver never sees the wrapper.  Tasks whose arrays do not share one dtype and shape are
-pickled as they are.
+pickled as they are.  :func:`packed_faces` does the same for an analysis's faces on their way
+from the render actor to the shot's planner actor.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.geometry.types import FaceTask
+from pipeline.geometry.types import Face, FaceTask
 
 
 class PackedTasks:
@@ -72,3 +73,47 @@ def _as_they_are(tasks: list[list[FaceTask]]) -> list[list[FaceTask]]:
 
 def _uniform(arrays: list[np.ndarray]) -> bool:
     return all(a.dtype == arrays[0].dtype and a.shape == arrays[0].shape for a in arrays)
+
+
+class PackedFaces:
+    """Faces (per frame) that pickle as arrays and unpickle as the list of lists they are."""
+
+    def __init__(self, faces: Sequence[Sequence[Face]]) -> None:
+        self.faces = faces
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        flat = [f for frame in self.faces for f in frame]
+        boxes = [np.asarray(f.box) for f in flat]
+        marks = [np.asarray(f.landmarks) for f in flat]
+        embeddings = [f.embedding for f in flat]
+        if not flat or not _uniform(boxes) or not _uniform(marks):
+            return _as_they_are, ([list(frame) for frame in self.faces],)
+        present = [e is not None for e in embeddings]
+        stacked = [np.asarray(e) for e in embeddings if e is not None]
+        packed_embeddings: Any = embeddings  # as they are, unless every one is there and alike
+        if all(present) and _uniform(stacked):
+            packed_embeddings = np.stack(stacked)
+        return unpack_faces, (
+            [len(frame) for frame in self.faces],
+            np.stack(boxes),
+            np.stack(marks),
+            [f.score for f in flat],
+            packed_embeddings,
+        )
+
+
+def packed_faces(faces: Sequence[Sequence[Face]]) -> PackedFaces:
+    """``faces`` to hand to Ray: they arrive as a plain ``list[list[Face]]``."""
+    return PackedFaces(faces)
+
+
+def unpack_faces(
+    counts: list[int], boxes: np.ndarray, marks: np.ndarray, scores: list[Any], embeddings: Any
+) -> list[list[Face]]:
+    """The faces per frame from their packed arrays (each face's arrays are rows of them)."""
+    flat = Face.rows(boxes, marks, scores, list(embeddings))
+    out, start = [], 0
+    for n in counts:
+        out.append(flat[start : start + n])
+        start += n
+    return out
