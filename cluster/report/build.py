@@ -18,7 +18,7 @@ from cluster.report.summary import JobSummary
 from pipeline.store import storage
 from pipeline.thumbnails import Thumb
 
-__all__ = ["NoteChoices", "actor_busy_ratios", "build_report", "write_report"]
+__all__ = ["NoteChoices", "actor_busy_ratios", "build_report", "json_text", "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,48 @@ def write_report(prefix_url: str, report_json: Mapping[str, Any], html_text: str
     html_url = storage.join(prefix_url, "report.html")
     json_url = storage.join(prefix_url, "report.json")
     storage.write_bytes(html_url, html_text.encode("utf-8"))
-    storage.write_bytes(json_url, json.dumps(report_json, indent=2, default=str).encode("utf-8"))
+    storage.write_bytes(json_url, json_text(report_json).encode("utf-8"))
     logger.info("job report written to %s", html_url)
     return json_url, html_url
+
+
+RECORD_LINE = 400
+"""An array of objects whose first is no longer than this (as JSON) has one object a line, each whole."""
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON laid out for a reader, written by the C encoder: objects that hold objects or
+    arrays one key a line, indented by two like ``json.dumps(indent=2)``; arrays of objects or arrays
+    one item a line, laid out the same way, or each whole on its line when they are short records (a
+    timeline's, the actors'; :data:`RECORD_LINE`); every other value (an array of numbers) on one line.  ``json.dumps(indent=2)`` goes through Python's encoder, value by value: many times
+    slower for a big job's report and summary (tens of thousands of timeline records)."""
+    return _json_lines(value, "", json.JSONEncoder(separators=(", ", ": "), default=str))
+
+
+def _json_lines(value: Any, indent: str, encoder: json.JSONEncoder) -> str:
+    inner = indent + "  "
+    if isinstance(value, dict) and _holds_containers(value) and all(isinstance(k, str) for k in value):
+        items = [f"{inner}{encoder.encode(k)}: {_json_lines(v, inner, encoder)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{indent}}}"
+    if isinstance(value, list | tuple) and value and isinstance(value[0], dict | list | tuple):
+        if isinstance(value[0], dict) and len(encoder.encode(value[0])) <= RECORD_LINE:
+            return "[\n" + ",\n".join(inner + text for text in _records(value, encoder)) + f"\n{indent}]"
+        return "[\n" + ",\n".join(inner + _json_lines(v, inner, encoder) for v in value) + f"\n{indent}]"
+    return encoder.encode(value)
+
+
+def _holds_containers(value: dict[Any, Any]) -> bool:
+    return any(isinstance(v, dict | list | tuple) and v for v in value.values())
+
+
+def _records(records: list[Any] | tuple[Any, ...], encoder: json.JSONEncoder) -> list[str]:
+    """Each of ``records`` (flat objects like the first: a timeline) as JSON on one line.
+
+    The array is encoded in one call and cut between its items, at its ``}, {``: there is one between
+    every two objects, so when there are no more than that, there is none inside a value; else
+    (a value holds the text ``}, {``, an item is not an object) each item is encoded on its own."""
+    text = encoder.encode(records)
+    if text.count("}, {") == len(records) - 1 and text.startswith("[{") and text.endswith("}]"):
+        items = text[1:-1].split(", {")
+        return [items[0], *("{" + item for item in items[1:])]
+    return [encoder.encode(r) for r in records]

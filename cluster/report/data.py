@@ -59,7 +59,16 @@ class TimelineEntry:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {
+            "actor": self.actor,
+            "shot": self.shot,
+            "chunk": self.chunk,
+            "kind": self.kind,
+            "start": self.start,
+            "end": self.end,
+            "ok": self.ok,
+            "attempt": self.attempt,
+        }
 
 
 @dataclass(frozen=True)
