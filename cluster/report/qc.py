@@ -58,19 +58,41 @@ def has_review(shot: ShotReport) -> bool:
     return bool(shot.summary.qc or shot.summary.fixes or shot.summary.fixes_rerendered)
 
 
+StripCharts = Callable[[str, "ShotQC", Sequence["FixMark"]], str]
+"""Gives a shot's strip chart as :func:`strip_chart` does (given its name, QC and fixes): the driver's
+rewrites draw each once (:meth:`cluster.report.cache.ReportCache.strip_chart`)."""
+
+
 def qc_sections(
-    shots: Sequence[ShotReport], thumbs: Mapping[str, Sequence[Thumb]], identities: Sequence[str] = ()
+    shots: Sequence[ShotReport],
+    thumbs: Mapping[str, Sequence[Thumb]],
+    identities: Sequence[str] = (),
+    *,
+    charts: StripCharts | None = None,
 ) -> str:
-    """One card per shot with QC or fixes (:func:`has_review`); a line saying so when none has."""
+    """One card per shot with QC or fixes (:func:`has_review`); a line saying so when none has (each
+    shot's strip chart as ``charts`` gives it, by default :func:`strip_chart`)."""
     cards = [
-        _shot_card(i, shot, {t.frame: t for t in thumbs.get(shot.summary.name, ())}, identities)
+        _shot_card(
+            i,
+            shot,
+            {t.frame: t for t in thumbs.get(shot.summary.name, ())},
+            identities,
+            charts or strip_chart,
+        )
         for i, shot in enumerate(shots)
         if has_review(shot)
     ]
     return "".join(cards) or '<div class="card">No QC in this report.</div>'
 
 
-def _shot_card(index: int, shot: ShotReport, thumbs: Mapping[int, Thumb], identities: Sequence[str]) -> str:
+def _shot_card(
+    index: int,
+    shot: ShotReport,
+    thumbs: Mapping[int, Thumb],
+    identities: Sequence[str],
+    charts: StripCharts,
+) -> str:
     name, qc = shot.summary.name, shot.summary.qc
     fixes = fixes_block(shot.summary.fixes, shot.summary.fixes_rerendered)
     form = note_form(identities)
@@ -99,7 +121,7 @@ def _shot_card(index: int, shot: ShotReport, thumbs: Mapping[int, Thumb], identi
         f'<div class="card qc" id="qc-{index}" data-shot="{_e(name)}">'
         f"<h3>{_e(name)}: {total} to review</h3>"
         f'<div class="counts">{count_html}</div>'
-        f"{_strip_chart(name, qc, shot.summary.fixes)}{fixes}{more}{table}{form}</div>"
+        f"{charts(name, qc, shot.summary.fixes)}{fixes}{more}{table}{form}</div>"
     )
 
 
@@ -200,7 +222,7 @@ def _fix_marks(
     return out
 
 
-def _strip_chart(name: str, qc: ShotQC, fixes: Sequence[FixMark] = ()) -> str:
+def strip_chart(name: str, qc: ShotQC, fixes: Sequence[FixMark] = ()) -> str:
     """Identity similarity (line, 0-1) over the frames, flagged frames shaded, coverage as a band, the
     shot's fixes as marks above the plot."""
     series = qc.series.reported()

@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from actors.results import ActorInfo, ChunkWatermark
 from cluster.spec.fixes import BoxFix, FacesFix, IdentityFix, KeepPlateFix, fix_action, fix_kind, fix_label
-from pipeline.store.redact import Redactor
+from pipeline.store.redact import Redactor, plain_numbers
 
 if TYPE_CHECKING:
     from pipeline.qc.analyze import ShotQC
 
 ShotStatus = Literal["pending", "published", "skipped", "failed"]
+
+QcJson = Callable[[str, "ShotQC"], Any]
+"""What a shot's QC is in ``to_dict`` (given the shot's name and its QC): by default ``qc.to_dict()``; the
+driver's rewrites give text encoded once (:meth:`cluster.report.cache.ReportCache.qc_json`)."""
 
 
 def reported(value: float | None) -> float | None:
@@ -196,9 +201,10 @@ class ShotSummary:
         """``stage_seconds`` as ``summary.json`` and the report give them: sorted, to 4 decimals."""
         return {k: round(v, 4) for k, v in sorted(self.stage_seconds.items())}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, qc_json: QcJson | None = None) -> dict[str, Any]:
         """The shot in ``summary.json``: its fields in order (``fixes``, ``fixes_rerendered`` and ``review``
-        at the end, when there are some), ``fps`` after them; times as :func:`reported` gives them."""
+        at the end, when there are some), ``fps`` after them; times as :func:`reported` gives them;
+        its QC as ``qc_json`` gives it (:data:`QcJson`)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
@@ -206,6 +212,8 @@ class ShotSummary:
                 continue
             if f.name == "timeline":
                 out[f.name] = list(map(dict, value))  # flat records: a copy of each is a deep copy
+            elif f.name == "qc" and value is not None and qc_json is not None:
+                out[f.name] = qc_json(self.name, value)
             elif f.name in ("qc", "watermark"):
                 out[f.name] = value.to_dict() if value is not None else None
             elif f.name == "stage_seconds":
@@ -300,8 +308,9 @@ class JobSummary:
         (its ``to_dict()`` is ``redact(self.to_dict())``): for the report, built while the job goes on."""
         return RedactedCopies().copy(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.job_dict(), "shots": [s.to_dict() for s in self.shots]}
+    def to_dict(self, *, qc_json: QcJson | None = None) -> dict[str, Any]:
+        """``summary.json``: the job's figures and its shots (their QC as ``qc_json`` gives it)."""
+        return {**self.job_dict(), "shots": [s.to_dict(qc_json=qc_json) for s in self.shots]}
 
     def job_dict(self) -> dict[str, Any]:
         """:meth:`to_dict` without ``shots`` (the job's own figures: the report's ``job``)."""
@@ -431,6 +440,8 @@ class RedactedCopies:
                 known = (value, self._dataclass(value))
             self._seen_frozen[id(value)] = known
             return known[1]
+        if isinstance(value, list | tuple) and plain_numbers(value):
+            return type(value)(value)  # e.g. a QC series: nothing to redact
         if isinstance(value, list):
             return [self._value(v) for v in value]  # type: ignore[return-value]
         if isinstance(value, tuple):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from actors.results import ActorInfo, ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
 from cluster.report.build import json_text, write_report
+from cluster.report.cache import ReportCache
 from cluster.report.data import NoteChoices, busy_ratios, report_data
 from cluster.report.html import render_html
 from cluster.report.metrics import JobMetrics
@@ -86,6 +87,8 @@ class JobObserver:
         self._reporting: Future[None] | None = None
         self._redacted = RedactedCopies()
         """Redacted copies of the summary (each report's, the summary.json's), each for what changed since."""
+        self._report_cache = ReportCache()
+        """Each shot's QC (of those copies) as JSON text and strip chart, made once for every rewrite."""
         self.summary = JobSummary(
             job_id=prepared.spec.job_id,
             work_url=prepared.work_url,
@@ -365,7 +368,12 @@ class JobObserver:
             )
             for actor, ratio in busy_ratios(report.timeline, until=until).items():
                 self.metrics.actor_busy(actor, ratio)
-            write_report(self.summary.work_url, report.to_dict(), render_html(report, thumbs))
+            cache = self._report_cache
+            write_report(
+                self.summary.work_url,
+                report.to_dict(qc_json=cache.qc_json),
+                render_html(report, thumbs, charts=cache.strip_chart),
+            )
         except RecastError as exc:
             logger.warning("could not write the job report: %s", exc)
         self.report_seconds.append(time.perf_counter() - started)
@@ -375,7 +383,7 @@ class JobObserver:
         url = storage.join(self.summary.work_url, "summary.json")
         try:
             # A credential passed by mistake in the spec (e.g. a signed URL) must not be echoed.
-            data = self._redacted.copy(self.summary).to_dict()
+            data = self._redacted.copy(self.summary).to_dict(qc_json=self._report_cache.qc_json)
             storage.write_bytes(url, json_text(data).encode())
         except RecastError as exc:
             logger.warning("could not write %s: %s", url, exc)

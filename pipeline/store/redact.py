@@ -194,6 +194,15 @@ def redact_text(text: str) -> str:
     return text
 
 
+_PLAIN_TYPES = frozenset({int, float, bool, type(None)})
+
+
+def plain_numbers(values: list[Any] | tuple[Any, ...]) -> bool:
+    """True when every item of ``values`` is an int, a float, a bool or None: nothing in it to redact
+    (a QC series of thousands of frames is checked in one pass in C, not item by item in Python)."""
+    return _PLAIN_TYPES.issuperset(map(type, values))
+
+
 def is_secret_key(key: str) -> bool:
     """True when a mapping key names a credential (``aws_secret_access_key``, ``token``...)."""
     return bool(_SECRET_KEY.search(key))
@@ -253,6 +262,8 @@ class Redactor:
                     out[key] = self(item)
             return out
         if isinstance(value, list | tuple):
+            if plain_numbers(value):
+                return type(value)(value)
             return type(value)(self(item) for item in value)
         return value
 
