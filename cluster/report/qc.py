@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -186,21 +187,19 @@ def _review_table(name: str, rows: Sequence[ReviewRow], pictures: _Pictures) -> 
 
 def _state_runs(coverage: Mapping[str, Sequence[int]], n: int) -> list[tuple[int, int, str]]:
     """Runs ``[a, b)`` of frames with the same worst coverage state ('' where no replaced face)."""
-    states = []
-    for i in range(n):
-        worst = ""
-        for state in STATE_COLOURS:  # later states are worse
-            values = coverage.get(state, ())
-            if i < len(values) and values[i]:
-                worst = state
-        states.append(worst)
+    states = [""] * n
+    for state in STATE_COLOURS:  # later states are worse: each takes the frames it has from the one before
+        values = coverage.get(state, ())
+        for i in itertools.compress(range(min(n, len(values))), values):
+            states[i] = state
     out: list[tuple[int, int, str]] = []
-    for i, state in enumerate(states):
-        if out and out[-1][2] == state and out[-1][1] == i:
-            out[-1] = (out[-1][0], i + 1, state)
-        else:
-            out.append((i, i + 1, state))
-    return [r for r in out if r[2]]
+    start = 0
+    for state, run in itertools.groupby(states):
+        end = start + sum(1 for _ in run)
+        if state:
+            out.append((start, end, state))
+        start = end
+    return out
 
 
 def _fix_marks(
@@ -220,6 +219,19 @@ def _fix_marks(
             f"<title>{_e(fix.label)}</title></rect>"
         )
     return out
+
+
+def _points(values: Sequence[float | None], n: int, *, left: int, width: int, top: int, height: int) -> str:
+    """The polyline of a series over ``n`` frames (None: a gap), as :func:`strip_chart`'s ``x`` and ``y``
+    place it: the same arithmetic, inline (tens of thousands of points per shot)."""
+    out = []
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        sim = float(v)
+        sim = 0.0 if sim < 0.0 else min(sim, 1.0)  # min(max(sim, 0.0), 1.0), NaN kept
+        out.append(f"{left + width * (i + 0.5) / max(n, 1):.1f},{top + height * (1.0 - sim):.1f}")
+    return " ".join(out)
 
 
 def strip_chart(name: str, qc: ShotQC, fixes: Sequence[FixMark] = ()) -> str:
@@ -265,10 +277,10 @@ def strip_chart(name: str, qc: ShotQC, fixes: Sequence[FixMark] = ()) -> str:
         ("similarity_before", series.similarity_before, ' stroke-dasharray="2 2"'),
     )
     for key, values, dash in lines:
-        points = [f"{x(i + 0.5):.1f},{y(float(v)):.1f}" for i, v in enumerate(values) if v is not None]
+        points = _points(values, n, left=label_w, width=plot_w, top=top, height=plot_h)
         if points:
             out.append(
-                f'<polyline points="{" ".join(points)}" fill="none" stroke="{LINE_COLOUR}" '
+                f'<polyline points="{points}" fill="none" stroke="{LINE_COLOUR}" '
                 f'stroke-width="1.5"{dash}><title>{_e(key)}</title></polyline>'
             )
     out.extend(_fix_marks(fixes, index, x, top))
