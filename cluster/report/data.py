@@ -8,13 +8,14 @@ of entries) is rewritten in well under a second.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cluster.report.summary import JobSummary, ShotSummary
+from cluster.report.summary import JobSummary, QcJson, ShotSummary
 from pipeline.thumbnails import Thumb
 
 if TYPE_CHECKING:
@@ -59,7 +60,16 @@ class TimelineEntry:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {
+            "actor": self.actor,
+            "shot": self.shot,
+            "chunk": self.chunk,
+            "kind": self.kind,
+            "start": self.start,
+            "end": self.end,
+            "ok": self.ok,
+            "attempt": self.attempt,
+        }
 
 
 @dataclass(frozen=True)
@@ -100,11 +110,11 @@ class ShotReport:
     rotation: int = 0
     """The plate's display rotation in degrees (its thumbnails are shown turned by it)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, qc_json: QcJson | None = None) -> dict[str, Any]:
         """The shot's summary and the report's additions; ``review`` is the review list here, so the
         summary's review media (``summary.json``'s ``review``) are ``review_media``."""
         out = {
-            **self.summary.to_dict(),
+            **self.summary.to_dict(qc_json=qc_json),
             "retries": self.retries,
             "warnings": self.warnings,
             "thumbnails": self.thumbnails,
@@ -131,7 +141,8 @@ class JobReport:
     identities: tuple[str, ...] = ()
     """The job's identities: the choices of a note's "another identity"."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, qc_json: QcJson | None = None) -> dict[str, Any]:
+        """``report.json`` (the shots' QC as ``qc_json`` gives it: :data:`~cluster.report.summary.QcJson`)."""
         return {
             "schema": REPORT_SCHEMA,
             "generated_at": self.generated_at,
@@ -139,7 +150,7 @@ class JobReport:
             "job": self.summary.job_dict(),
             "stage_seconds": self.stage_seconds,
             "retries": self.retries,
-            "shots": [s.to_dict() for s in self.shots],
+            "shots": [s.to_dict(qc_json=qc_json) for s in self.shots],
             "timeline": [e.to_dict() for e in self.timeline],
         } | ({"identities": list(self.identities)} if self.identities else {})
 
@@ -213,10 +224,12 @@ def review_rows(qc: ShotQC | None, thumbnails: Sequence[int]) -> list[ReviewRow]
     """
     if qc is None:
         return []
-    index = {int(n): i for i, n in enumerate(qc.series.numbers)}
+    flags = qc.flags[:REVIEW_ROWS]
+    wanted = {int(n) for f in flags for n in (f.first, f.last, f.extra.get("peak", f.first))}
+    index = _positions(qc.series.numbers, wanted)
     available = sorted(int(t) for t in thumbnails)
     rows = []
-    for flag in qc.flags[:REVIEW_ROWS]:
+    for flag in flags:
         a, b = index.get(int(flag.first)), index.get(int(flag.last))
         peak = index.get(int(flag.extra.get("peak", flag.first)), a)
         thumb = None
@@ -225,6 +238,17 @@ def review_rows(qc: ShotQC | None, thumbnails: Sequence[int]) -> list[ReviewRow]
             thumb = min(inside, key=lambda p: abs(p - qc.first - peak)) if inside else None
         rows.append(ReviewRow(flag, thumb))
     return rows
+
+
+def _positions(numbers: Sequence[int], wanted: set[int]) -> dict[int, int]:
+    """Where each of ``wanted`` is in ``numbers`` (a shot's analysed frame numbers, increasing), those that
+    are there: a few flags' frames looked up by bisection, not an index of the shot's every frame."""
+    out = {}
+    for number in wanted:
+        i = bisect.bisect_left(numbers, number)
+        if i < len(numbers) and int(numbers[i]) == number:
+            out[number] = i
+    return out
 
 
 def actor_busy_ratios(timeline: Sequence[Mapping[str, Any]], until: float | None = None) -> dict[str, float]:

@@ -22,7 +22,7 @@ from cluster.report.notes import CSS as NOTES_CSS
 from cluster.report.notes import SCRIPT as NOTES_SCRIPT
 from cluster.report.provenance import provenance_section
 from cluster.report.qc import CSS as QC_CSS
-from cluster.report.qc import has_review, qc_sections
+from cluster.report.qc import StripCharts, has_review, qc_sections
 from cluster.report.summary import JobSummary, reported
 from pipeline.thumbnails import Thumb
 
@@ -99,8 +99,11 @@ td.review{white-space:nowrap}
 """
 
 
-def render_html(report: JobReport, thumbs: Mapping[str, Sequence[Thumb]]) -> str:
-    """The self-contained page for a report made by :func:`cluster.report.data.report_data`."""
+def render_html(
+    report: JobReport, thumbs: Mapping[str, Sequence[Thumb]], *, charts: StripCharts | None = None
+) -> str:
+    """The self-contained page for a report made by :func:`cluster.report.data.report_data` (``charts``:
+    what draws each shot's QC strip chart, :data:`cluster.report.qc.StripCharts`)."""
     job = report.summary
     shots = report.shots
     running = report.running
@@ -124,7 +127,7 @@ def render_html(report: JobReport, thumbs: Mapping[str, Sequence[Thumb]]) -> str
         _shot_table(shots, job.work_url),
         provenance_section([s.summary for s in shots]),
         '<h2 id="review">Frames to review</h2>' if review else "",
-        qc_sections(shots, thumbs, report.identities) if review else "",
+        qc_sections(shots, thumbs, report.identities, charts=charts) if review else "",
         "<h2>Where the time went</h2>",
         _stage_chart(report.stage_seconds),
         "<h2>Chunks per actor</h2>",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -58,19 +59,41 @@ def has_review(shot: ShotReport) -> bool:
     return bool(shot.summary.qc or shot.summary.fixes or shot.summary.fixes_rerendered)
 
 
+StripCharts = Callable[[str, "ShotQC", Sequence["FixMark"]], str]
+"""Gives a shot's strip chart as :func:`strip_chart` does (given its name, QC and fixes): the driver's
+rewrites draw each once (:meth:`cluster.report.cache.ReportCache.strip_chart`)."""
+
+
 def qc_sections(
-    shots: Sequence[ShotReport], thumbs: Mapping[str, Sequence[Thumb]], identities: Sequence[str] = ()
+    shots: Sequence[ShotReport],
+    thumbs: Mapping[str, Sequence[Thumb]],
+    identities: Sequence[str] = (),
+    *,
+    charts: StripCharts | None = None,
 ) -> str:
-    """One card per shot with QC or fixes (:func:`has_review`); a line saying so when none has."""
+    """One card per shot with QC or fixes (:func:`has_review`); a line saying so when none has (each
+    shot's strip chart as ``charts`` gives it, by default :func:`strip_chart`)."""
     cards = [
-        _shot_card(i, shot, {t.frame: t for t in thumbs.get(shot.summary.name, ())}, identities)
+        _shot_card(
+            i,
+            shot,
+            {t.frame: t for t in thumbs.get(shot.summary.name, ())},
+            identities,
+            charts or strip_chart,
+        )
         for i, shot in enumerate(shots)
         if has_review(shot)
     ]
     return "".join(cards) or '<div class="card">No QC in this report.</div>'
 
 
-def _shot_card(index: int, shot: ShotReport, thumbs: Mapping[int, Thumb], identities: Sequence[str]) -> str:
+def _shot_card(
+    index: int,
+    shot: ShotReport,
+    thumbs: Mapping[int, Thumb],
+    identities: Sequence[str],
+    charts: StripCharts,
+) -> str:
     name, qc = shot.summary.name, shot.summary.qc
     fixes = fixes_block(shot.summary.fixes, shot.summary.fixes_rerendered)
     form = note_form(identities)
@@ -99,7 +122,7 @@ def _shot_card(index: int, shot: ShotReport, thumbs: Mapping[int, Thumb], identi
         f'<div class="card qc" id="qc-{index}" data-shot="{_e(name)}">'
         f"<h3>{_e(name)}: {total} to review</h3>"
         f'<div class="counts">{count_html}</div>'
-        f"{_strip_chart(name, qc, shot.summary.fixes)}{fixes}{more}{table}{form}</div>"
+        f"{charts(name, qc, shot.summary.fixes)}{fixes}{more}{table}{form}</div>"
     )
 
 
@@ -164,21 +187,19 @@ def _review_table(name: str, rows: Sequence[ReviewRow], pictures: _Pictures) -> 
 
 def _state_runs(coverage: Mapping[str, Sequence[int]], n: int) -> list[tuple[int, int, str]]:
     """Runs ``[a, b)`` of frames with the same worst coverage state ('' where no replaced face)."""
-    states = []
-    for i in range(n):
-        worst = ""
-        for state in STATE_COLOURS:  # later states are worse
-            values = coverage.get(state, ())
-            if i < len(values) and values[i]:
-                worst = state
-        states.append(worst)
+    states = [""] * n
+    for state in STATE_COLOURS:  # later states are worse: each takes the frames it has from the one before
+        values = coverage.get(state, ())
+        for i in itertools.compress(range(min(n, len(values))), values):
+            states[i] = state
     out: list[tuple[int, int, str]] = []
-    for i, state in enumerate(states):
-        if out and out[-1][2] == state and out[-1][1] == i:
-            out[-1] = (out[-1][0], i + 1, state)
-        else:
-            out.append((i, i + 1, state))
-    return [r for r in out if r[2]]
+    start = 0
+    for state, run in itertools.groupby(states):
+        end = start + sum(1 for _ in run)
+        if state:
+            out.append((start, end, state))
+        start = end
+    return out
 
 
 def _fix_marks(
@@ -200,7 +221,20 @@ def _fix_marks(
     return out
 
 
-def _strip_chart(name: str, qc: ShotQC, fixes: Sequence[FixMark] = ()) -> str:
+def _points(values: Sequence[float | None], n: int, *, left: int, width: int, top: int, height: int) -> str:
+    """The polyline of a series over ``n`` frames (None: a gap), as :func:`strip_chart`'s ``x`` and ``y``
+    place it: the same arithmetic, inline (tens of thousands of points per shot)."""
+    out = []
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        sim = float(v)
+        sim = 0.0 if sim < 0.0 else min(sim, 1.0)  # min(max(sim, 0.0), 1.0), NaN kept
+        out.append(f"{left + width * (i + 0.5) / max(n, 1):.1f},{top + height * (1.0 - sim):.1f}")
+    return " ".join(out)
+
+
+def strip_chart(name: str, qc: ShotQC, fixes: Sequence[FixMark] = ()) -> str:
     """Identity similarity (line, 0-1) over the frames, flagged frames shaded, coverage as a band, the
     shot's fixes as marks above the plot."""
     series = qc.series.reported()
@@ -243,10 +277,10 @@ def _strip_chart(name: str, qc: ShotQC, fixes: Sequence[FixMark] = ()) -> str:
         ("similarity_before", series.similarity_before, ' stroke-dasharray="2 2"'),
     )
     for key, values, dash in lines:
-        points = [f"{x(i + 0.5):.1f},{y(float(v)):.1f}" for i, v in enumerate(values) if v is not None]
+        points = _points(values, n, left=label_w, width=plot_w, top=top, height=plot_h)
         if points:
             out.append(
-                f'<polyline points="{" ".join(points)}" fill="none" stroke="{LINE_COLOUR}" '
+                f'<polyline points="{points}" fill="none" stroke="{LINE_COLOUR}" '
                 f'stroke-width="1.5"{dash}><title>{_e(key)}</title></polyline>'
             )
     out.extend(_fix_marks(fixes, index, x, top))

@@ -6,18 +6,24 @@ work area), read by attribute by the report, and a fixed-width table for logs.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from actors.results import ActorInfo, ChunkWatermark
 from cluster.spec.fixes import BoxFix, FacesFix, IdentityFix, KeepPlateFix, fix_action, fix_kind, fix_label
-from pipeline.store.redact import redact
+from pipeline.store.redact import Redactor, plain_numbers
 
 if TYPE_CHECKING:
     from pipeline.qc.analyze import ShotQC
 
 ShotStatus = Literal["pending", "published", "skipped", "failed"]
+
+QcJson = Callable[[str, "ShotQC"], Any]
+"""What a shot's QC is in ``to_dict`` (given the shot's name and its QC): by default ``qc.to_dict()``; the
+driver's rewrites give text encoded once (:meth:`cluster.report.cache.ReportCache.qc_json`)."""
 
 
 def reported(value: float | None) -> float | None:
@@ -123,9 +129,10 @@ class ShotSummary:
     """Video outputs: the colour tags written (primaries, transfer, matrix, range; FFmpeg's names)."""
     providers: dict[str, list[str]] = field(default_factory=dict)
     chunk_actors: list[str] = field(default_factory=list)
-    timeline: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list, metadata={"append_only": True})
     """One record per finished call: kind (analyze/render), shot, chunk, actor, attempt, ok, and its run window
-    (start, end) in seconds from the job's start as seen by the driver."""
+    (start, end) in seconds from the job's start as seen by the driver.  Only ever appended to, a record
+    never changed once there (:class:`RedactedCopies` redacts each once)."""
     output_bytes: int = 0
     output_sha256: str | None = None
     chunks_rendered: int = 0
@@ -194,23 +201,46 @@ class ShotSummary:
         """``stage_seconds`` as ``summary.json`` and the report give them: sorted, to 4 decimals."""
         return {k: round(v, 4) for k, v in sorted(self.stage_seconds.items())}
 
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(
-            dataclasses.replace(self, qc=None, watermark=None, fixes_rerendered=[], fixes=[], review=None)
-        )
-        del out["fixes_rerendered"], out["fixes"], out["review"]
+    def to_dict(self, *, qc_json: QcJson | None = None) -> dict[str, Any]:
+        """The shot in ``summary.json``: its fields in order (``fixes``, ``fixes_rerendered`` and ``review``
+        at the end, when there are some), ``fps`` after them; times as :func:`reported` gives them;
+        its QC as ``qc_json`` gives it (:data:`QcJson`)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("fixes", "fixes_rerendered", "review"):
+                continue
+            if f.name == "timeline":
+                out[f.name] = list(map(dict, value))  # flat records: a copy of each is a deep copy
+            elif f.name == "qc" and value is not None and qc_json is not None:
+                out[f.name] = qc_json(self.name, value)
+            elif f.name in ("qc", "watermark"):
+                out[f.name] = value.to_dict() if value is not None else None
+            elif f.name == "stage_seconds":
+                out[f.name] = self.reported_stages()
+            elif f.name == "seconds":
+                out[f.name] = reported(self.seconds)
+            else:
+                out[f.name] = _plain(value)
         if self.fixes:
             out["fixes"] = [f.to_dict() for f in self.fixes]
         if self.fixes_rerendered:
             out["fixes_rerendered"] = [c.to_dict() for c in self.fixes_rerendered]
         if self.review is not None:
             out["review"] = self.review.to_dict()
-        out["qc"] = self.qc.to_dict() if self.qc is not None else None
-        out["watermark"] = self.watermark.to_dict() if self.watermark is not None else None
         out["fps"] = reported(self.fps)
-        out["stage_seconds"] = self.reported_stages()
-        out["seconds"] = reported(self.seconds)
         return out
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy of plain data (what :func:`dataclasses.asdict` makes of a field that holds no dataclass)."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    return copy.deepcopy(value)
 
 
 @dataclass
@@ -276,10 +306,11 @@ class JobSummary:
     def redacted(self) -> JobSummary:
         """A copy, every credential-looking string redacted as :func:`~pipeline.store.redact.redact` does
         (its ``to_dict()`` is ``redact(self.to_dict())``): for the report, built while the job goes on."""
-        return _redacted(self)
+        return RedactedCopies().copy(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.job_dict(), "shots": [s.to_dict() for s in self.shots]}
+    def to_dict(self, *, qc_json: QcJson | None = None) -> dict[str, Any]:
+        """``summary.json``: the job's figures and its shots (their QC as ``qc_json`` gives it)."""
+        return {**self.job_dict(), "shots": [s.to_dict(qc_json=qc_json) for s in self.shots]}
 
     def job_dict(self) -> dict[str, Any]:
         """:meth:`to_dict` without ``shots`` (the job's own figures: the report's ``job``)."""
@@ -350,14 +381,93 @@ class JobSummary:
         return "\n".join(lines)
 
 
-def _redacted[T](value: T) -> T:
-    """``value`` with its strings redacted: dataclasses rebuilt field by field, lists and tuples item by item,
-    anything else (strings, plain mappings of data, numbers) through :func:`redact`."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: _redacted(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
-        return dataclasses.replace(value, **fields)
-    if isinstance(value, list):
-        return [_redacted(v) for v in value]  # type: ignore[return-value]
-    if isinstance(value, tuple):
-        return type(value)(_redacted(v) for v in value)
-    return redact(value)
+@dataclass
+class _Appended:
+    """What :class:`RedactedCopies` knows of an append-only list: the list (held, so its id stays its own),
+    how many of its records were redacted, the last of them, and their redacted copies."""
+
+    records: list[Any]
+    count: int
+    last: Any
+    redacted: list[Any]
+
+
+class RedactedCopies:
+    """Redacted copies of a summary taken again and again while its job runs (every report's snapshot,
+    on the driver's event loop), each for the cost of what changed since the copy before.
+
+    A copy is what :meth:`JobSummary.redacted` gives (``copy.to_dict() == redact(summary.to_dict())``);
+    the copies share what cannot change:
+
+    * each distinct string is redacted once (:class:`~pipeline.store.redact.Redactor`);
+    * a frozen dataclass (actor info, QC, watermark, fixes, review media) is taken as immutable, what it
+      holds included: each instance is redacted once;
+    * a list field marked ``append_only`` in its metadata (a shot's ``timeline``) only ever gets records
+      appended, none changed once there: only the records appended since the copy before are redacted
+      (the list is redacted again whole when it got shorter or its last record seen is not there).
+
+    The rest (the shots' counters, dicts and other lists) is copied and redacted every time: the small
+    part.  What the copy before used and this one did not is forgotten.
+    """
+
+    def __init__(self) -> None:
+        self._redact = Redactor()
+        self._frozen: dict[int, tuple[Any, Any]] = {}
+        """id(instance) -> (the instance, held so its id stays its own; its redacted copy)."""
+        self._appended: dict[int, _Appended] = {}
+        self._seen_frozen: dict[int, tuple[Any, Any]] = {}
+        self._seen_appended: dict[int, _Appended] = {}
+
+    def copy(self, summary: JobSummary) -> JobSummary:
+        """A redacted copy of ``summary``, as :meth:`JobSummary.redacted` gives."""
+        self._seen_frozen, self._seen_appended = {}, {}
+        out = self._value(summary)
+        self._frozen, self._appended = self._seen_frozen, self._seen_appended
+        return out
+
+    def _value[T](self, value: T) -> T:
+        """``value`` with its strings redacted: dataclasses rebuilt field by field, lists and tuples item
+        by item, anything else (strings, plain mappings of data, numbers) as :func:`redact` does."""
+        if isinstance(value, str):
+            return self._redact.text(value)  # type: ignore[return-value]
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            if not type(value).__dataclass_params__.frozen:  # type: ignore[attr-defined]
+                return self._dataclass(value)
+            known = self._frozen.get(id(value)) or self._seen_frozen.get(id(value))
+            if known is None or known[0] is not value:
+                known = (value, self._dataclass(value))
+            self._seen_frozen[id(value)] = known
+            return known[1]
+        if isinstance(value, list | tuple) and plain_numbers(value):
+            return type(value)(value)  # e.g. a QC series: nothing to redact
+        if isinstance(value, list):
+            return [self._value(v) for v in value]  # type: ignore[return-value]
+        if isinstance(value, tuple):
+            return type(value)(self._value(v) for v in value)
+        return self._redact(value)
+
+    def _dataclass[T](self, value: T) -> T:
+        fields = {}
+        for f in dataclasses.fields(value):  # type: ignore[arg-type]
+            if f.init:
+                item = getattr(value, f.name)
+                appended = f.metadata.get("append_only") and isinstance(item, list)
+                fields[f.name] = self._appended_list(item) if appended else self._value(item)
+        return dataclasses.replace(value, **fields)  # type: ignore[type-var]
+
+    def _appended_list(self, records: list[Any]) -> list[Any]:
+        known = self._appended.get(id(records))
+        if (
+            known is None
+            or known.records is not records
+            or len(records) < known.count
+            or (known.count and records[known.count - 1] is not known.last)
+        ):
+            known = _Appended(records, 0, None, [])
+        if len(records) > known.count:
+            known.redacted.extend(self._value(r) for r in records[known.count :])
+            known.count, known.last = len(records), records[-1]
+        self._seen_appended[id(records)] = known
+        return list(known.redacted)

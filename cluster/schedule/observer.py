@@ -7,7 +7,6 @@ the progress line, the Prometheus metrics or the report itself.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,18 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 from actors.results import ActorInfo, ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
-from cluster.report.build import actor_busy_ratios, build_report, write_report
-from cluster.report.data import NoteChoices
+from cluster.report.build import json_text, write_report
+from cluster.report.cache import ReportCache
+from cluster.report.data import NoteChoices, busy_ratios, report_data
+from cluster.report.html import render_html
 from cluster.report.metrics import JobMetrics
 from cluster.report.progress import Progress
-from cluster.report.summary import JobSummary, RerenderedChunk, ShotSummary, fix_marks
+from cluster.report.summary import JobSummary, RedactedCopies, RerenderedChunk, ShotSummary, fix_marks
 from cluster.schedule.dispatch import WorkItem
 from cluster.state.manifest import RenderRecord
 from pipeline.colour import ColourTags
 from pipeline.errors import RecastError
 from pipeline.qc.config import QcConfig
 from pipeline.store import storage
-from pipeline.store.redact import redact
 from pipeline.video.probe import VideoInfo
 
 if TYPE_CHECKING:
@@ -87,6 +87,10 @@ class JobObserver:
         """CPU seconds of the thread that built and wrote each report (without waits for the GIL)."""
         self._reporter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report")
         self._reporting: Future[None] | None = None
+        self._redacted = RedactedCopies()
+        """Redacted copies of the summary (each report's, the summary.json's), each for what changed since."""
+        self._report_cache = ReportCache()
+        """Each shot's QC (of those copies) as JSON text and strip chart, made once for every rewrite."""
         self.summary = JobSummary(
             job_id=prepared.spec.job_id,
             work_url=prepared.work_url,
@@ -340,7 +344,7 @@ class JobObserver:
             self._reporting.result()
             self._reporting = None
         snapshot = (
-            self.summary.redacted(),  # a copy: the report is built on a thread while the job goes on
+            self._redacted.copy(self.summary),  # the report is built on a thread while the job goes on
             list(self.timeline),
             dict(self.thumbs),
             dict(self.shot_retries),
@@ -356,9 +360,7 @@ class JobObserver:
         summary, timeline, thumbs, retries, until, started = snapshot
         cpu_started = time.thread_time()
         try:
-            for actor, ratio in actor_busy_ratios(timeline, until=until).items():
-                self.metrics.actor_busy(actor, ratio)
-            report, page = build_report(
+            report = report_data(
                 summary,
                 thumbs=thumbs,
                 timeline=timeline,
@@ -366,7 +368,14 @@ class JobObserver:
                 running=not finished,
                 notes=self.note_choices,
             )
-            write_report(self.summary.work_url, report, page)
+            for actor, ratio in busy_ratios(report.timeline, until=until).items():
+                self.metrics.actor_busy(actor, ratio)
+            cache = self._report_cache
+            write_report(
+                self.summary.work_url,
+                report.to_dict(qc_json=cache.qc_json),
+                render_html(report, thumbs, charts=cache.strip_chart),
+            )
         except RecastError as exc:
             logger.warning("could not write the job report: %s", exc)
         self.report_seconds.append(time.perf_counter() - started)
@@ -376,8 +385,8 @@ class JobObserver:
         url = storage.join(self.summary.work_url, "summary.json")
         try:
             # A credential passed by mistake in the spec (e.g. a signed URL) must not be echoed.
-            data = redact(self.summary.to_dict())
-            storage.write_bytes(url, json.dumps(data, indent=2, default=str).encode())
+            data = self._redacted.copy(self.summary).to_dict(qc_json=self._report_cache.qc_json)
+            storage.write_bytes(url, json_text(data).encode())
         except RecastError as exc:
             logger.warning("could not write %s: %s", url, exc)
 

@@ -11,6 +11,7 @@ the result as a :class:`ShotQC` (plain data, JSON through ``to_dict``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,7 +55,13 @@ class QcSeries:
     seam: list[float | None]
 
     def reported(self) -> QcSeries:
-        """These series as the summary and the report give them: measures to :data:`DIGITS` decimals."""
+        """These series as the summary and the report give them: measures to :data:`DIGITS` decimals.
+
+        Worked out once (the series are not changed once made) and shared: not to be changed."""
+        return self._reported
+
+    @functools.cached_property
+    def _reported(self) -> QcSeries:
         return QcSeries(
             numbers=list(self.numbers),
             similarity_after=_rounded(self.similarity_after),
@@ -66,7 +73,13 @@ class QcSeries:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self.reported())
+        """:meth:`reported`'s fields, copies of its lists."""
+        reported = self.reported()
+        return {f.name: _copy_series(getattr(reported, f.name)) for f in dataclasses.fields(reported)}
+
+
+def _copy_series(value: Any) -> Any:
+    return {k: list(v) for k, v in value.items()} if isinstance(value, dict) else list(value)
 
 
 @dataclass(frozen=True)

@@ -194,6 +194,15 @@ def redact_text(text: str) -> str:
     return text
 
 
+_PLAIN_TYPES = frozenset({int, float, bool, type(None)})
+
+
+def plain_numbers(values: list[Any] | tuple[Any, ...]) -> bool:
+    """True when every item of ``values`` is an int, a float, a bool or None: nothing in it to redact
+    (a QC series of thousands of frames is checked in one pass in C, not item by item in Python)."""
+    return _PLAIN_TYPES.issuperset(map(type, values))
+
+
 def is_secret_key(key: str) -> bool:
     """True when a mapping key names a credential (``aws_secret_access_key``, ``token``...)."""
     return bool(_SECRET_KEY.search(key))
@@ -205,21 +214,58 @@ def redact(value: Any) -> Any:
     Values under secret-looking keys are replaced whole; other strings go
     through ``redact_text``.  Pydantic models are redacted through ``model_dump``.
     """
-    if hasattr(value, "model_dump"):
-        value = value.model_dump(mode="json")
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, Mapping):
-        out: dict[Any, Any] = {}
-        for key, item in value.items():
-            if isinstance(key, str) and is_secret_key(key) and item not in (None, "", b""):
-                out[key] = REDACTED
-            else:
-                out[key] = redact(item)
+    return Redactor()(value)
+
+
+class Redactor:
+    """:func:`redact` that remembers: each distinct string is redacted, and each mapping key checked, once.
+
+    For values redacted again and again (a running job's summary, copied for every report): the
+    same shot names, URLs and actor labels come back in every copy.  ``redact_text`` depends on
+    nothing but its text, so what it gave is what it would give again.
+    """
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+        self._keys: dict[str, bool] = {}
+
+    def text(self, text: str) -> str:
+        """``redact_text(text)``."""
+        out = self._texts.get(text)
+        if out is None:
+            out = self._texts[text] = redact_text(text)
         return out
-    if isinstance(value, (list, tuple)):
-        return type(value)(redact(item) for item in value)
-    return value
+
+    def is_secret_key(self, key: str) -> bool:
+        """``is_secret_key(key)``."""
+        secret = self._keys.get(key)
+        if secret is None:
+            secret = self._keys[key] = is_secret_key(key)
+        return secret
+
+    def __call__(self, value: Any) -> Any:
+        """``redact(value)``."""
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if hasattr(value, "model_dump"):
+            value = value.model_dump(mode="json")
+            if isinstance(value, str):
+                return self.text(value)
+        if isinstance(value, Mapping):
+            out: dict[Any, Any] = {}
+            for key, item in value.items():
+                if isinstance(key, str) and self.is_secret_key(key) and item not in (None, "", b""):
+                    out[key] = REDACTED
+                else:
+                    out[key] = self(item)
+            return out
+        if isinstance(value, list | tuple):
+            if plain_numbers(value):
+                return type(value)(value)
+            return type(value)(self(item) for item in value)
+        return value
 
 
 class RedactingFilter(logging.Filter):
