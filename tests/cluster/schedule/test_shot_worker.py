@@ -3,8 +3,8 @@
 A shot's chunks are analysed out of order by many actors; its planner actor (a real Ray actor)
 must still chain the tracker through them in order and plan exactly what the driver planned when
 it did the work itself: the same track ids and tracker states, the same face tasks (read back from
-the object store) and render keys.  On randomised single- and multi-face shots and a crowd of
-twelve faces per frame.
+the object store) and render keys.  On randomised single- and multi-face shots, a crowd of
+twelve faces per frame, and three real faces detected by the default pack's models.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from jobs.bench.scale import ScaleSettings, prepare, scale_spec
 from pipeline.geometry.types import Face
 from pipeline.tracking.tracker import track_chunk
 from pipeline.video.encode import EncoderChoice
+from tests.faces_data import multi_face_clip
 from tests.tracking_media import assert_tasks_identical, crowd_shot, moving_shot, multi_face_shot
 
 pytestmark = pytest.mark.ray
@@ -47,9 +48,15 @@ def _job(tmp_path, faces: list[list[Face]], chunks: int):
     return prepared, shot, context
 
 
-@pytest.mark.parametrize("name", sorted(SHOTS))
-def test_planner_actor_tracks_and_plans_as_the_driver_did(name: str, tmp_path, ray_local) -> None:
-    faces = SHOTS[name]()
+@pytest.mark.parametrize("name", [*sorted(SHOTS), "real_multi_face"])
+def test_planner_actor_tracks_and_plans_as_the_driver_did(name: str, tmp_path, ray_local, request) -> None:
+    if name == "real_multi_face":  # three real faces, one entering half-way, detected and embedded
+        from pipeline.faces.analyze import FaceAnalyzer
+
+        faces = FaceAnalyzer(request.getfixturevalue("default_models")).analyze(multi_face_clip(40).frames)
+        assert max(len(f) for f in faces) == 3
+    else:
+        faces = SHOTS[name]()
     chunks = 4
     prepared, shot, context = _job(tmp_path / "actor", faces, chunks)
     spans = [(c.start_frame, c.end_frame) for c in shot.plan.chunks]
