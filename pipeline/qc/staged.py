@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pipeline.geometry.types import Face
 from pipeline.qc.analyze import ShotQC, ShotQCInputs, analyze_shot
 from pipeline.qc.config import QcConfig
 from pipeline.qc.records import FaceMeasure
@@ -35,12 +36,20 @@ def plan_checks(inputs: ShotQCInputs, config: QcConfig) -> PlanQC:
     lean = dataclasses.replace(
         inputs,
         numbers=tuple(int(n) for n in inputs.numbers),
-        faces=[[dataclasses.replace(f, embedding=None) for f in frame] for frame in inputs.faces],
+        faces=[[_without_embedding(f) for f in frame] for frame in inputs.faces],
         track_ids=[list(map(int, ids)) for ids in inputs.track_ids],
         references=dict(inputs.references),
         chunk_starts=tuple(inputs.chunk_starts),
     )
     return PlanQC(inputs=lean, early=early)
+
+
+def _without_embedding(face: Face) -> Face:
+    """``face`` without its embedding: ``dataclasses.replace`` without re-running its checks (a crowd
+    shot has ~100,000 faces; its fields were checked when it was made)."""
+    lean = object.__new__(Face)
+    lean.__dict__.update(face.__dict__, embedding=None)  # where a frozen dataclass keeps its fields
+    return lean
 
 
 def finish_checks(planned: PlanQC, measures: Sequence[FaceMeasure], config: QcConfig) -> ShotQC:
