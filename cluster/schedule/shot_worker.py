@@ -20,7 +20,8 @@ sequential and deterministic: the same tracks, plans, keys and outputs as when t
 The actors write analysis and tracking records with the job's manifest key; the segments' records
 (the commits) and the shot's published record stay with the driver, behind its lease.  The actors
 ask Ray for no CPU (the render actors' reservations are unchanged) and are placed on the driver's
-node when it has room: what they own (the face tasks) lives and dies with the driver.
+node: what they own (the face tasks) lives and dies with the driver, and a lost worker node never
+takes a shot's chain with it.
 """
 
 from __future__ import annotations
@@ -217,7 +218,9 @@ class ShotWorkers:
     def __init__(
         self, context: PlanContext, *, manifest_key: bytes | None, count: int, shots: list[str]
     ) -> None:
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        # Hard affinity: Ray's soft affinity places a CPU-less actor elsewhere when the driver's node
+        # has no CPUs (a head kept free of work), and a planner actor on a worker node dies with it.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self.actors: list[Any] = [
             ShotWorkerActor.options(scheduling_strategy=here).remote(context, manifest_key)
             for _ in range(max(1, min(count, len(shots))))

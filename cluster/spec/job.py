@@ -151,7 +151,7 @@ class ResourcesSpec(Frozen):
     planner_actors: int = Field(default=2, ge=1, le=64)
     """Actors that track and plan the shots beside the driver (a shot's chunks are tracked in order on
     one of them), so the driver itself only schedules and records.  They ask Ray for no CPU and run on
-    the driver's node when it has room; more of them for many crowd shots on a large cluster."""
+    the driver's node; more of them for many crowd shots on a large cluster."""
     custom: dict[str, float] = Field(default_factory=dict)
     """Advanced: custom Ray resources each actor asks for, e.g. ``{accelerator_type_L4: 0.01}``."""
 
