@@ -309,11 +309,11 @@ class JobObserver:
         if qc is None:
             return
         summary = self.shots[shot]
-        summary.qc = qc
-        url = qc_file_url(self.summary.work_url, shot)
         try:
+            url = qc_file_url(self.summary.work_url, shot)
             summary.qc = file_qc(qc, url=url, name=shot, fixes=summary.fixes)
         except RecastError as exc:
+            summary.qc = qc
             self.summary.warnings.append(f"QC file of {shot}: {exc}")
         summary.qc_failed = qc.failed(config)
         frames: dict[str, int] = {}

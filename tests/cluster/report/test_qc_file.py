@@ -137,3 +137,16 @@ def test_frame_numbers_are_the_numbers_they_were_made_of() -> None:
         assert [runs[i] for i in range(len(numbers))] == numbers and runs[1:3] == numbers[1:3]
         assert all(bisect.bisect_left(runs, n) == numbers.index(n) for n in numbers)
     assert len(FrameNumbers.of(list(range(14_400))).runs) == 1
+
+
+def test_a_qc_file_that_cannot_be_written_leaves_the_qc_whole(tmp_path, no_ray) -> None:
+    observer = _observer(tmp_path)
+    work = Path(storage.local_path(observer.summary.work_url))
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "qc").write_text("a file where the folder would be")
+    qc = dataclasses.replace(shot_qc(), shot="plate")
+    observer.shot_qc("plate", qc, QcConfig())
+    assert observer.shots["plate"].qc is qc
+    assert any(w.startswith("QC file of plate:") for w in observer.summary.warnings)
+    observer.write_summary()
+    assert json.loads((work / "summary.json").read_text())["shots"][0]["qc"]["series"] == qc.to_dict()["series"]
