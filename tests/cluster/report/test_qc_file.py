@@ -149,4 +149,6 @@ def test_a_qc_file_that_cannot_be_written_leaves_the_qc_whole(tmp_path, no_ray) 
     assert observer.shots["plate"].qc is qc
     assert any(w.startswith("QC file of plate:") for w in observer.summary.warnings)
     observer.write_summary()
-    assert json.loads((work / "summary.json").read_text())["shots"][0]["qc"]["series"] == qc.to_dict()["series"]
+    assert (
+        json.loads((work / "summary.json").read_text())["shots"][0]["qc"]["series"] == qc.to_dict()["series"]
+    )
