@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cluster.report.links import MediaLink, media_link
+from cluster.report.qcfile import FiledQC, frame_numbers
 from cluster.report.summary import JobSummary, QcJson, ShotSummary
 from pipeline.thumbnails import Thumb
 
@@ -109,10 +111,13 @@ class ShotReport:
     """The plate's frame size in pixels (None: not known, no box can be drawn on its thumbnails)."""
     rotation: int = 0
     """The plate's display rotation in degrees (its thumbnails are shown turned by it)."""
+    qc_file: MediaLink | None = None
+    """How the report links the shot's QC file (``qc.series_url``; None: its QC has none)."""
 
     def to_dict(self, *, qc_json: QcJson | None = None) -> dict[str, Any]:
         """The shot's summary and the report's additions; ``review`` is the review list here, so the
-        summary's review media (``summary.json``'s ``review``) are ``review_media``."""
+        summary's review media (``summary.json``'s ``review``) are ``review_media``; ``qc_file``: the
+        link to the shot's QC file relative to the report (None: not linked, its URL is in ``qc``)."""
         out = {
             **self.summary.to_dict(qc_json=qc_json),
             "retries": self.retries,
@@ -122,6 +127,8 @@ class ShotReport:
         } | ({"frame_size": list(self.frame_size)} if self.frame_size is not None else {})
         if self.summary.review is not None:
             out["review_media"] = self.summary.review.to_dict()
+        if self.qc_file is not None:
+            out["qc_file"] = self.qc_file.href
         return out
 
 
@@ -200,6 +207,9 @@ def report_data(
                 review=review_rows(shot.qc, thumbnails),
                 frame_size=notes.frame_sizes.get(shot.name),
                 rotation=int(notes.rotations.get(shot.name, 0)),
+                qc_file=(
+                    media_link(shot.qc.series_url, summary.work_url) if isinstance(shot.qc, FiledQC) else None
+                ),
             )
         )
     stages = dict(stage_seconds) if stage_seconds is not None else _total_stages(summary.shots)
@@ -215,7 +225,7 @@ def report_data(
     )
 
 
-def review_rows(qc: ShotQC | None, thumbnails: Sequence[int]) -> list[ReviewRow]:
+def review_rows(qc: ShotQC | FiledQC | None, thumbnails: Sequence[int]) -> list[ReviewRow]:
     """The worst flags of a shot's QC, each with the thumbnail to show.
 
     Flags carry frame numbers, thumbnails source positions: frame ``numbers[i]`` is position
@@ -226,7 +236,7 @@ def review_rows(qc: ShotQC | None, thumbnails: Sequence[int]) -> list[ReviewRow]
         return []
     flags = qc.flags[:REVIEW_ROWS]
     wanted = {int(n) for f in flags for n in (f.first, f.last, f.extra.get("peak", f.first))}
-    index = _positions(qc.series.numbers, wanted)
+    index = _positions(frame_numbers(qc), wanted)
     available = sorted(int(t) for t in thumbnails)
     rows = []
     for flag in flags:

@@ -1,7 +1,8 @@
 """The report's QC section: per shot, the frames to review and a strip chart of the shot.
 
-Reads each shot's :class:`~pipeline.qc.analyze.ShotQC` (its series as ``summary.json`` has
-them, rounded) and ``review`` rows (from :func:`cluster.report.data.review_rows`).  Like the
+Reads each shot's :class:`~pipeline.qc.analyze.ShotQC` (its series as the shot's QC file has
+them, rounded), or the :class:`~cluster.report.qcfile.FiledQC` the driver keeps of it (its chart drawn
+already, a link to its QC file) and ``review`` rows (from :func:`cluster.report.data.review_rows`).  Like the
 rest of the page: inline SVG, ``data:`` images; the shot's fixes are marked on its strip chart,
 and each card has the notes form of :mod:`cluster.report.notes` (its only script).
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cluster.report.notes import fixes_block, note_form
+from cluster.report.qcfile import FiledQC, frame_numbers
 from pipeline.thumbnails import Thumb
 
 if TYPE_CHECKING:
@@ -59,9 +61,14 @@ def has_review(shot: ShotReport) -> bool:
     return bool(shot.summary.qc or shot.summary.fixes or shot.summary.fixes_rerendered)
 
 
-StripCharts = Callable[[str, "ShotQC", Sequence["FixMark"]], str]
+StripCharts = Callable[[str, "ShotQC | FiledQC", Sequence["FixMark"]], str]
 """Gives a shot's strip chart as :func:`strip_chart` does (given its name, QC and fixes): the driver's
 rewrites draw each once (:meth:`cluster.report.cache.ReportCache.strip_chart`)."""
+
+
+def _chart(name: str, qc: ShotQC | FiledQC, fixes: Sequence[FixMark] = ()) -> str:
+    """:func:`strip_chart`, or the chart a filed QC keeps (drawn when its series were filed)."""
+    return qc.chart if isinstance(qc, FiledQC) else strip_chart(name, qc, fixes)
 
 
 def qc_sections(
@@ -79,7 +86,7 @@ def qc_sections(
             shot,
             {t.frame: t for t in thumbs.get(shot.summary.name, ())},
             identities,
-            charts or strip_chart,
+            charts or _chart,
         )
         for i, shot in enumerate(shots)
         if has_review(shot)
@@ -118,6 +125,7 @@ def _shot_card(
         if total > len(rows)
         else ""
     )
+    more += _qc_file(shot)
     return (
         f'<div class="card qc" id="qc-{index}" data-shot="{_e(name)}">'
         f"<h3>{_e(name)}: {total} to review</h3>"
@@ -126,20 +134,33 @@ def _shot_card(
     )
 
 
+def _qc_file(shot: ShotReport) -> str:
+    """The link to the shot's QC file (its per-frame numbers), where its QC has one."""
+    link = shot.qc_file
+    if link is None:
+        return ""
+    if link.href is None:
+        return f'<div class="meta">numbers per frame: <span class="url">{_e(link.text)}</span></div>'
+    return (
+        f'<div class="meta"><a href="{_e(link.href)}" title="{_e(link.text)}">numbers per frame</a> '
+        "(JSON)</div>"
+    )
+
+
 @dataclass(frozen=True)
 class _Pictures:
     """A shot's thumbnails by source position, with what a box drawn on one needs: its frame number
-    (``qc.series.numbers``), the plate's frame size and its display rotation (degrees, as
+    (:func:`~cluster.report.qcfile.frame_numbers`), the plate's frame size and its display rotation (degrees, as
     :func:`pipeline.thumbnails.jpeg` turns the pictures)."""
 
     thumbs: Mapping[int, Thumb]
-    qc: ShotQC
+    qc: ShotQC | FiledQC
     frame_size: tuple[int, int] | None
     rotation: int = 0
 
     def before(self, name: str, thumb: Thumb) -> str:
         img = f'<img src="{_data_uri(thumb.before_jpeg)}" alt="{_e(name)} position {thumb.frame} source"'
-        numbers, i = self.qc.series.numbers, thumb.frame - self.qc.first
+        numbers, i = frame_numbers(self.qc), thumb.frame - self.qc.first
         if self.frame_size is None or not 0 <= i < len(numbers):
             return img + ">"
         width, height = self.frame_size

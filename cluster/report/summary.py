@@ -17,11 +17,12 @@ from cluster.spec.fixes import BoxFix, FacesFix, IdentityFix, KeepPlateFix, fix_
 from pipeline.store.redact import Redactor, plain_numbers
 
 if TYPE_CHECKING:
+    from cluster.report.qcfile import FiledQC
     from pipeline.qc.analyze import ShotQC
 
 ShotStatus = Literal["pending", "published", "skipped", "failed"]
 
-QcJson = Callable[[str, "ShotQC"], Any]
+QcJson = Callable[[str, "ShotQC | FiledQC"], Any]
 """What a shot's QC is in ``to_dict`` (given the shot's name and its QC): by default ``qc.to_dict()``; the
 driver's rewrites give text encoded once (:meth:`cluster.report.cache.ReportCache.qc_json`)."""
 
@@ -155,8 +156,10 @@ class ShotSummary:
     frames_reused: int = 0
     reused: bool = False
     """True when the published output of an earlier run of the same job was kept as it is."""
-    qc: ShotQC | None = None
-    """The frames a supervisor should look at (None: QC did not run); summary.json has its ``to_dict()``."""
+    qc: ShotQC | FiledQC | None = None
+    """The frames a supervisor should look at (None: QC did not run); summary.json has its ``to_dict()``.
+    The driver keeps a :class:`~cluster.report.qcfile.FiledQC`: its per-frame series are in the shot's
+    QC file (``series_url``), not here."""
     qc_failed: list[str] = field(default_factory=list)
     """QC reasons of ``qc.fail_on`` found in this shot: the job exits 1, the outputs stay published."""
     watermark: WatermarkSummary | None = None
@@ -401,7 +404,8 @@ class RedactedCopies:
 
     * each distinct string is redacted once (:class:`~pipeline.store.redact.Redactor`);
     * a frozen dataclass (actor info, QC, watermark, fixes, review media) is taken as immutable, what it
-      holds included: each instance is redacted once;
+      holds included: each instance is redacted once (a field marked ``redacted`` in its metadata, e.g.
+      a filed QC's chart, holds text redacted already: taken as it is);
     * a list field marked ``append_only`` in its metadata (a shot's ``timeline``) only ever gets records
       appended, none changed once there: only the records appended since the copy before are redacted
       (the list is redacted again whole when it got shorter or its last record seen is not there).
@@ -424,6 +428,10 @@ class RedactedCopies:
         out = self._value(summary)
         self._frozen, self._appended = self._seen_frozen, self._seen_appended
         return out
+
+    def value[T](self, value: T) -> T:
+        """A redacted copy of one value (a QC, a shot's fixes, a string) as a summary's copy has it."""
+        return self._value(value)
 
     def _value[T](self, value: T) -> T:
         """``value`` with its strings redacted: dataclasses rebuilt field by field, lists and tuples item
@@ -453,6 +461,9 @@ class RedactedCopies:
         for f in dataclasses.fields(value):  # type: ignore[arg-type]
             if f.init:
                 item = getattr(value, f.name)
+                if f.metadata.get("redacted"):
+                    fields[f.name] = item
+                    continue
                 appended = f.metadata.get("append_only") and isinstance(item, list)
                 fields[f.name] = self._appended_list(item) if appended else self._value(item)
         return dataclasses.replace(value, **fields)  # type: ignore[type-var]

@@ -1,9 +1,10 @@
 """The quality figures of a Recast run, read from its own job summary (no extra render).
 
 QC runs in the render actors and the driver of every Recast job; a shot's summary
-carries ``ShotQC.to_dict()`` as ``qc``.  :func:`quality_of` reduces that to one row
-of the benchmark's table, and :func:`qc_cost` compares a run with QC on against
-the same run with ``qc: {enabled: false}``.  Pure functions of plain data.
+carries its QC as ``qc``, whose numbers per frame are in the shot's QC file
+(``series_url``, read by :func:`cluster.report.qcfile.load_series`).  :func:`quality_of`
+reduces that to one row of the benchmark's table, and :func:`qc_cost` compares a run
+with QC on against the same run with ``qc: {enabled: false}``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from cluster.report.qcfile import load_series
 
 IDENTITY_EVERY = 4
 """``qc.identity_every`` of the benchmark's Recast runs (production default 12): a 2-4 s
@@ -30,6 +33,7 @@ def _mean(values: list[float]) -> float | None:
 
 def quality_of(qc: dict[str, Any] | None) -> dict[str, Any] | None:
     """One shot's QC (``ShotSummary.qc``) as the benchmark's quality row; None when QC did not run.
+    Its series are read from its QC file (``series_url``), or taken from ``series`` where it has them.
 
     ``similarity_mean`` / ``similarity_p5``: identity similarity after the swap over the frames
     where it was measured (``identity_frames`` of ``frames``); ``unreplaced_frames``: the
@@ -38,7 +42,7 @@ def quality_of(qc: dict[str, Any] | None) -> dict[str, Any] | None:
     """
     if qc is None:
         return None
-    series = qc["series"]
+    series = load_series(qc)
     similarity = _measured(series["similarity_after"])
     flicker = _measured(series["flicker"])
     seam = _measured(series["seam"])

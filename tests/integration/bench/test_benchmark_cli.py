@@ -76,6 +76,23 @@ def test_a_run_with_nothing_to_measure_writes_an_empty_report(tmp_path: Path, no
     assert main(["--report", str(tmp_path / "bench.json")]) == 0
 
 
+def test_quality_row_of_a_shot_qc_read_from_its_qc_file(tmp_path: Path) -> None:
+    """A summary's QC names its QC file (``series_url``): the series are read from there."""
+    series = {
+        "similarity_after": [0.5, None, 0.7, None],
+        "coverage": {"replaced": [1, 0, 1, 1], "unreplaced": [0, 1, 0, 2]},
+        "flicker": [None, 1.0, 3.0, None],
+        "seam": [1.0, None, 2.0, 3.0],
+    }
+    path = tmp_path / "qc" / "sh.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"shot": "sh", "series": series}))
+    qc = {"frames": 4, "counts": {"unreplaced": 1}, "series_url": str(path)}
+    assert quality_of(qc) == quality_of({**qc, "series": series})
+    q = quality_of(qc)
+    assert q is not None and (q["identity_frames"], q["unreplaced_frames"], q["seam_mean"]) == (2, 3, 2.0)
+
+
 def test_quality_row_of_a_shot_qc() -> None:
     """Means and the 5th percentile over the frames where measured; coverage and flags summed."""
     qc = {

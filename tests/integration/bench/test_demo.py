@@ -9,6 +9,7 @@ import cv2
 import pytest
 import yaml
 
+from cluster.report.qcfile import load_series
 from jobs import demo
 from pipeline.video.probe import probe
 
@@ -31,7 +32,7 @@ def test_demo_writes_its_outputs(tmp_path, capsys, ray_session) -> None:
         summary = json.loads((out / "summary.json").read_text())
         # every frame's face, and the second face while it crosses (the demo's challenge)
         assert summary["ok"] and summary["shots"][0]["faces_swapped"] >= 48
-        assert summary["shots"][0]["qc"]["series"]["numbers"] == list(range(48))
+        assert load_series(summary["shots"][0]["qc"])["numbers"] == list(range(48))
         assert summary["submit_to_first_chunk_seconds"] > 0
         spec = yaml.safe_load((out / "job.yaml").read_text())
         assert spec["models"]["pack"] == "builtin:default" and os.path.isabs(spec["shots"][0]["url"])

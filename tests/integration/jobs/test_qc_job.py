@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cluster.report.qcfile import load_series
 from jobs.demo_media import write_source_image
 from jobs.render import EXIT_RENDER_FAILED, main
+from pipeline.store import storage
 from tests.clips import ClipSpec, write_clip
 from tests.pipeline.qc.shots import N, occluded_frames
 
@@ -56,7 +58,8 @@ def test_unreplaced_frames_are_flagged_and_fail_the_job(ray_local, tmp_path) -> 
     assert len(unreplaced) == 1
     flagged = list(range(unreplaced[0]["first"], unreplaced[0]["last"] + 1))
     assert 3 <= len(flagged) <= 8 and 0 < flagged[0] and flagged[-1] < N - 1, flagged
-    series = shot["qc"]["series"]
+    assert "series" not in shot["qc"] and storage.exists(shot["qc"]["series_url"])
+    series = load_series(shot["qc"])
     after = [v for v in series["similarity_after"] if v is not None]
     assert len(after) >= 5 and all(-1.0 <= v <= 1.0 for v in after)
     assert any(v is not None for v in series["seam"]) and any(v is not None for v in series["flicker"])
