@@ -244,15 +244,51 @@ def _fix_marks(
 
 def _points(values: Sequence[float | None], n: int, *, left: int, width: int, top: int, height: int) -> str:
     """The polyline of a series over ``n`` frames (None: a gap), as :func:`strip_chart`'s ``x`` and ``y``
-    place it: the same arithmetic, inline (tens of thousands of points per shot)."""
+    place it: the same arithmetic, inline (tens of thousands of points per shot).
+
+    A long shot (more than two frames per unit of the plot's width) keeps, of each unit's frames, the
+    first, lowest, highest and last points, in frame order: the line drawn through them covers the
+    same pixels at the page's size, and the page stays small (a feature-length shot has 14,400)."""
+    scale = width / max(n, 1)
+
+    def point(i: int, sim: float) -> str:
+        return f"{left + width * (i + 0.5) / max(n, 1):.1f},{top + height * (1.0 - sim):.1f}"
+
     out = []
+    if n <= 2 * width:
+        for i, v in enumerate(values):
+            if v is None:
+                continue
+            sim = float(v)
+            sim = 0.0 if sim < 0.0 else min(sim, 1.0)  # min(max(sim, 0.0), 1.0), NaN kept
+            out.append(point(i, sim))
+        return " ".join(out)
+    column: list[tuple[int, float]] = []  # the points of the current unit of width
+    current = -1
     for i, v in enumerate(values):
         if v is None:
             continue
         sim = float(v)
-        sim = 0.0 if sim < 0.0 else min(sim, 1.0)  # min(max(sim, 0.0), 1.0), NaN kept
-        out.append(f"{left + width * (i + 0.5) / max(n, 1):.1f},{top + height * (1.0 - sim):.1f}")
+        sim = 0.0 if sim < 0.0 else min(sim, 1.0)
+        unit = int((i + 0.5) * scale)  # the unit of width its point falls in
+        if unit != current and column:
+            out.extend(point(j, y) for j, y in _envelope(column))
+            column = []
+        current = unit
+        column.append((i, sim))
+    if column:
+        out.extend(point(j, y) for j, y in _envelope(column))
     return " ".join(out)
+
+
+def _envelope(column: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The first, lowest, highest and last of (frame, value) points, each once, in frame order."""
+    finite = [p for p in column if p[1] == p[1]]  # NaN compares unequal to itself
+    keep = {column[0], column[-1]}
+    if finite:
+        keep.add(min(finite, key=lambda p: p[1]))
+        keep.add(max(finite, key=lambda p: p[1]))
+    return sorted(keep)
 
 
 def strip_chart(name: str, qc: ShotQC, fixes: Sequence[FixMark] = ()) -> str:
