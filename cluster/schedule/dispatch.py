@@ -129,6 +129,10 @@ class Dispatcher:
         self._pending = WorkQueue(order)
         self._inflight: dict[Any, WorkItem] = {}  # ObjectRef -> item
         self._load: dict[str, int] = {}
+        self._idle_since: dict[str, float] = {}  # label -> when the driver saw it with no call
+        self.dispatch_delays: list[float] = []
+        """Seconds between an idle actor and queued work both being there and the driver handing the
+        work over (the driver's own delay, whatever the actor's transport adds)."""
         self._seq = itertools.count()
         self._drained_since: float | None = None
         self.retries = 0
@@ -204,6 +208,9 @@ class Dispatcher:
             item.actors.append(label)
             item.attempts += 1
             item.submitted_at = time.perf_counter()
+            if self._load[label] == 0:
+                ready = max(item.queued_at, self._idle_since.get(label, item.queued_at))
+                self.dispatch_delays.append(max(0.0, item.submitted_at - ready))
             ref = item.call(self.actors[label])
             self._inflight[ref] = item
             self._load[label] += 1
@@ -238,6 +245,8 @@ class Dispatcher:
             assert item.actor is not None
             if item.actor in self._load:
                 self._load[item.actor] -= 1
+                if not self._load[item.actor]:
+                    self._idle_since[item.actor] = time.perf_counter()
             seconds = time.perf_counter() - item.submitted_at
             try:
                 outcomes.append(Outcome(item, value=ray.get(ref), seconds=seconds))
@@ -282,6 +291,7 @@ class Dispatcher:
     def _add_ready(self, label: str, handle: Any) -> None:
         self.actors[label] = handle
         self._load[label] = 0
+        self._idle_since[label] = time.perf_counter()
         self.assigned.setdefault(label, 0)
         self.ready_at.setdefault(label, time.perf_counter())
 

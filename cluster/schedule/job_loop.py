@@ -146,6 +146,7 @@ class JobLoop:
         # Actors that joined later (e.g. on new nodes) too.
         self.observer.actors_joined([i for label, i in self.dispatcher.infos.items() if label not in initial])
         self.observer.pool_losses(self.dispatcher.lost, len(self.dispatcher.drained))
+        self.observer.dispatch_delays = self.dispatcher.dispatch_delays
 
     def _loop(self) -> None:
         """Handle results one by one; between them, hand freed actors their next work and, every

@@ -82,6 +82,8 @@ class JobObserver:
         """What the report's notes offer: the job's identities, each shot's frame size (a drawn box's scale)."""
         self.report_seconds: list[float] = []
         """Wall seconds of every report rewrite (interim and final), from the copy of the state on."""
+        self.dispatch_delays: list[float] = []
+        """Seconds each idle actor waited for the driver to hand it queued work (from the dispatcher)."""
         self.planner_cpu_seconds = 0.0
         """CPU seconds the planner actors spent on this job's shots (:mod:`cluster.schedule.shot_worker`)."""
         self.report_cpu_seconds: list[float] = []

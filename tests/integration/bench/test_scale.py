@@ -30,6 +30,14 @@ def test_a_simulated_job_runs_through_the_real_driver(tmp_path, ray_local) -> No
     assert figures["manifest_records_written"] == 3 * 18 + 6 + 1
     assert (figures["analysis"], figures["tracking"], figures["shots"]) == (18, 18, 6)
     assert 0 < figures["calls_measured"] < 36  # every actor's first call waited for its start-up, not counted
+    # The driver's own delay: once per call handed to an idle actor (each of 12 actors at least once).
+    assert (
+        12 <= figures["dispatch_delays"] <= 36
+        and 0 <= figures["dispatch_p50_ms"] <= figures["dispatch_p99_ms"]
+    )
+    assert (
+        figures["planner_cpu_seconds_per_1000_chunks"] > 0
+    )  # tracking and planning ran in the planner actors
     assert figures["report_rewrites"] >= 1 and figures["report_seconds_final"] < 30
     report = json.loads((tmp_path / "scale" / "work" / "report.json").read_text())
     assert {s["status"] for s in report["shots"]} == {"published"}
@@ -42,5 +50,6 @@ def test_a_simulated_job_runs_through_the_real_driver(tmp_path, ray_local) -> No
 
     table = scale_table(figures)
     assert "resume scan" in table and ("met" in table or "MISSED" in table)
+    assert "dispatch delay" in table and "planner actors' CPU per chunk" in table
     line = next(x for x in table.splitlines() if "time to first published shot" in x)
     assert line.endswith(f" {figures['first_shot_seconds']:.1f} s")
