@@ -240,9 +240,12 @@ class JobLoop:
         if item.kind == "analyze":
             analysis: ChunkAnalysis = outcome.value  # without its faces: they go to the planner actor
             index = analysis.chunk_index
+            faces = self.faces.pop((run.name, index), None)
+            if faces is None:  # a second result for a chunk already handed on (never expected)
+                logger.warning("%s chunk %d: analysed twice; the second result is dropped", run.name, index)
+                return
             run.analysed_by[index] = analysis.actor
             self.observer.analysis_done(run.name, analysis)
-            faces = self.faces.pop((run.name, index))
             self._step(run.name, index, self.workers.add_analysis(run.name, index, faces, analysis.actor))
         else:
             result: SegmentResult = outcome.value
