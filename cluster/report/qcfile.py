@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
-from pipeline.qc.records import REASONS, Flag
+from pipeline.qc.records import Flag, flag_counts
 from pipeline.store import storage
 
 if TYPE_CHECKING:
@@ -89,10 +89,7 @@ class FiledQC:
     @property
     def counts(self) -> dict[str, int]:
         """Number of flags per reason (every reason present, zeros included), as ``ShotQC.counts``."""
-        out = dict.fromkeys(REASONS, 0)
-        for flag in self.flags:
-            out[flag.reason] = out.get(flag.reason, 0) + 1
-        return out
+        return flag_counts(self.flags)
 
     def to_dict(self) -> dict[str, Any]:
         """``ShotQC.to_dict()`` with ``series_url`` in the place of ``series``."""

@@ -25,7 +25,7 @@ from pipeline.qc.config import QcConfig
 from pipeline.qc.coverage import STATES, coverage
 from pipeline.qc.identity import identity_series, identity_switches
 from pipeline.qc.marks import ShotTracks, merge_marks
-from pipeline.qc.records import REASONS, FaceMeasure, Flag
+from pipeline.qc.records import REASONS, FaceMeasure, Flag, flag_counts
 from pipeline.qc.stability import Stability, stability
 from pipeline.tracking.faceplan import ShotFacePlan
 
@@ -103,10 +103,7 @@ class ShotQC:
     @property
     def counts(self) -> dict[str, int]:
         """Number of flags per reason (every reason present, zeros included)."""
-        out = dict.fromkeys(REASONS, 0)
-        for flag in self.flags:
-            out[flag.reason] = out.get(flag.reason, 0) + 1
-        return out
+        return flag_counts(self.flags)
 
     def failed(self, config: QcConfig) -> list[str]:
         """Reasons present in this shot that ``config.fail_on`` gates on, in ``REASONS`` order."""

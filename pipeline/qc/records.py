@@ -8,6 +8,7 @@ Every record is plain data (JSON in the manifest and the reports).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -87,3 +88,11 @@ REASONS = (
     "flicker",  # the replaced region changes frame to frame more than the plate does there
     "seam",  # the matte edge is visible in the output
 )
+
+
+def flag_counts(flags: Sequence[Flag]) -> dict[str, int]:
+    """Number of ``flags`` per reason (every reason of :data:`REASONS` present, zeros included)."""
+    out = dict.fromkeys(REASONS, 0)
+    for flag in flags:
+        out[flag.reason] = out.get(flag.reason, 0) + 1
+    return out

@@ -52,17 +52,16 @@ def track_and_plan(
     return RealShot(faces, ids, plan)
 
 
-def qc(
+def qc_inputs(
     shot: RealShot,
     *,
     selection: SelectionConfig,
-    measures: Sequence[FaceMeasure] = (),
     refs: Mapping[str, np.ndarray] | None = None,
-    config: QcConfig | None = None,
     chunk_starts: Sequence[int] = (0,),
     plan: ShotFacePlan | None = None,
-) -> ShotQC:
-    inputs = ShotQCInputs(
+) -> ShotQCInputs:
+    """QC's inputs of ``shot`` (``plan``: another plan of its faces, e.g. with shaken landmarks)."""
+    return ShotQCInputs(
         shot="sh010",
         numbers=shot.numbers,
         first=FIRST_POSITION,
@@ -73,6 +72,19 @@ def qc(
         selection=selection,
         chunk_starts=chunk_starts,
     )
+
+
+def qc(
+    shot: RealShot,
+    *,
+    selection: SelectionConfig,
+    measures: Sequence[FaceMeasure] = (),
+    refs: Mapping[str, np.ndarray] | None = None,
+    config: QcConfig | None = None,
+    chunk_starts: Sequence[int] = (0,),
+    plan: ShotFacePlan | None = None,
+) -> ShotQC:
+    inputs = qc_inputs(shot, selection=selection, refs=refs, chunk_starts=chunk_starts, plan=plan)
     return analyze_shot(inputs, measures, config or QcConfig())
 
 

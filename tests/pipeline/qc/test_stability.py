@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 
 from pipeline.faces.config import SelectionConfig
-from pipeline.qc.analyze import ShotQCInputs, analyze_shot
+from pipeline.qc.analyze import analyze_shot
 from pipeline.qc.config import QcConfig
 from pipeline.qc.stability import flicker_value
 from pipeline.qc.staged import finish_checks, plan_checks
 from tests.faces_data import still_noise_clip
 from tests.pipeline.qc.shots import (
     FIRST_NUMBER,
-    FIRST_POSITION,
     RealShot,
     detect,
     numbers_of,
     qc,
+    qc_inputs,
     still_measures,
     track_and_plan,
     with_landmarks,
@@ -111,17 +111,7 @@ def test_the_two_stages_conclude_what_one_pass_does(still: RealShot) -> None:
     seam = np.full(N, 1.2)
     seam[26:28] = 4.0
     measures = still_measures(noisy, out, plate, seam)
-    inputs = ShotQCInputs(
-        shot="sh010",
-        numbers=still.numbers,
-        first=FIRST_POSITION,
-        faces=still.faces,
-        track_ids=still.track_ids,
-        plan=noisy,
-        references={},
-        selection=ALL,
-        chunk_starts=[0, 12, 24],
-    )
+    inputs = qc_inputs(still, selection=ALL, chunk_starts=[0, 12, 24], plan=noisy)
     whole = analyze_shot(inputs, measures, CONFIG)
     staged = finish_checks(plan_checks(inputs, CONFIG), measures, CONFIG)
     assert {f.reason for f in whole.flags} >= {"jitter", "flicker", "seam"}
