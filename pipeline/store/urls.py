@@ -111,8 +111,15 @@ def canonical(url: str, base_dir: str | None = None) -> str:
 
 
 def canonical_path(path: str, base_dir: str | None = None) -> str:
-    """``path`` absolute (against ``base_dir`` or the current folder), collapsed, with one leading slash."""
-    joined = os.path.join(base_dir if base_dir is not None else os.getcwd(), os.path.expanduser(path))
+    """``path`` absolute (against ``base_dir`` or the current folder), collapsed, with one leading slash.
+
+    An absolute path never asks for the current folder, which may be gone: a job submitted with a
+    working directory can outlive its copy (Ray removes it once no worker on the node uses it)."""
+    expanded = os.path.expanduser(path)
+    if os.path.isabs(expanded):
+        joined = expanded
+    else:
+        joined = os.path.join(base_dir if base_dir is not None else os.getcwd(), expanded)
     normal = posixpath.normpath(joined)
     return "/" + normal.lstrip("/") if normal.startswith("//") else normal
 

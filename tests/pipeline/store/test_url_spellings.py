@@ -160,3 +160,18 @@ def test_spellings_without_a_canonical_form_are_refused(url) -> None:
     assert urls.problem(url) is not None
     with pytest.raises(InputRefused):
         urls.canonical(url)
+
+
+def test_an_absolute_path_is_canonical_where_the_current_folder_is_gone(tmp_path) -> None:
+    """A job submitted with a working directory can outlive that folder (Ray removes its copy when no
+    worker on the node uses it): absolute paths, such as the report's links, must not need it."""
+    gone = tmp_path / "working_dir"
+    gone.mkdir()
+    here = os.getcwd()
+    os.chdir(gone)
+    try:
+        gone.rmdir()
+        assert urls.canonical_path("/work/out/./qc//sh010.json") == "/work/out/qc/sh010.json"
+        assert urls.canonical("/work/out/../out/x.json") == "/work/out/x.json"
+    finally:
+        os.chdir(here)
