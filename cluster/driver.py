@@ -46,7 +46,7 @@ from cluster.report.metrics import JobMetrics
 from cluster.report.progress import Progress
 from cluster.report.summary import JobSummary
 from cluster.schedule.actor_config import render_config
-from cluster.schedule.job_loop import JobLoop
+from cluster.schedule.job_loop import JobLoop, planner_actors
 from cluster.schedule.observer import JobObserver
 from cluster.schedule.pool import ActorPool, plan_pool, shared_storage_warnings
 from cluster.schedule.reviews import write_reviews
@@ -208,7 +208,11 @@ class JobRunner:
         pool = self._pool = ActorPool(render_config(spec, plan), plan, self.parts.actor_class)
         publisher = Publisher(self.parts.merge, if_exists=spec.output.if_exists, guard=lease.confirm)
         finished = False
+        # The planner actors first (beside the driver, on its node): up before the render actors and
+        # the nodes a scaling cluster adds for them.
+        workers = planner_actors(prepared)
         try:
+            workers.wait_ready()
             infos, starting = pool.warm()
             observer.actors_ready(infos, len(pool.actors))
             nvdec = any(i.nvdec for i in infos)  # auto: shots the actors' NVDEC cannot decode
@@ -238,11 +242,13 @@ class JobRunner:
                 infos=infos,
                 runs=runs,
                 embeddings=embeddings,
+                workers=workers,
             )
             loop.run()
             finished = True
         finally:
             publisher.close()  # waits for the segment removals and review media it still has queued
+            workers.close()
             pool.kill_all()
             observer.progress.close()
         write_reviews(prepared, observer, loop.reviews)

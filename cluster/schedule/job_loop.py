@@ -77,6 +77,7 @@ class JobLoop:
         infos: list[ActorInfo],
         runs: list[ShotRun],
         embeddings: dict[str, np.ndarray],
+        workers: ShotWorkers | None = None,
     ) -> None:
         self.spec = prepared.spec
         self.prepared = prepared
@@ -89,12 +90,10 @@ class JobLoop:
         self.merging: dict[str, Future[Published]] = {}
         self.reviews: dict[str, Future[ReviewOutputs]] = {}
         """Shot -> its review media being written (``output.review``), collected by the driver."""
-        self.workers = ShotWorkers(
-            PlanContext.of(prepared, embeddings),
-            manifest_key=prepared.manifest.signing_key,
-            count=self.spec.resources.planner_actors,
-            shots=[r.name for r in runs],
-        )
+        if workers is None:
+            workers = planner_actors(prepared, embeddings)
+        workers.embeddings = embeddings
+        self.workers = workers
         self.steps: dict[Future[ShotStep], tuple[str, int | None]] = {}
         """Calls on the planner actors in flight -> (shot, the chunk whose faces it took or None: the
         shot's first call)."""
@@ -468,3 +467,13 @@ class JobLoop:
                 self.unplanned_chunks -= run.renders
         self.observer.shot_failed(run.name, message, time.perf_counter() - run.started_at)
         self.ledger.shot_failed(run.name, spec_key=run.shot.spec_key, error=message)
+
+
+def planner_actors(prepared: PreparedJob, embeddings: dict[str, np.ndarray] | None = None) -> ShotWorkers:
+    """The job's planner actors (``resources.planner_actors``, at most one per planned shot)."""
+    return ShotWorkers(
+        PlanContext.of(prepared, embeddings or {}),
+        manifest_key=prepared.manifest.signing_key,
+        count=prepared.spec.resources.planner_actors,
+        shots=[p.ref.name for p in prepared.planned],
+    )

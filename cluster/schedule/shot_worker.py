@@ -111,9 +111,18 @@ class ShotWorker:
         """A resume: read these shots' records ahead, in the order they will be opened."""
         self.ledger.prefetch(shots)
 
-    def open(self, shot: PlannedShot, encoder: EncoderChoice) -> ShotStep:
-        """Take ``shot`` on; the analyses an earlier run committed are read and tracked now."""
+    def ready(self) -> bool:
+        """True once the actor is up (its modules imported)."""
+        return True
+
+    def open(
+        self, shot: PlannedShot, encoder: EncoderChoice, embeddings: dict[str, Any] | None = None
+    ) -> ShotStep:
+        """Take ``shot`` on; the analyses an earlier run committed are read and tracked now
+        (``embeddings``: the identities', when the actor was started before they were known)."""
         cpu = time.thread_time()
+        if embeddings is not None:
+            self.planner.embeddings = embeddings
         state = self.shots[shot.ref.name] = _Shot(shot, encoder)
         reused = []
         for chunk in shot.plan.chunks:
@@ -229,9 +238,17 @@ class ShotWorkers:
         if context.resumed:
             for i, actor in enumerate(self.actors):
                 actor.prefetch.remote(shots[i :: len(self.actors)])
+        self.embeddings: dict[str, Any] | None = None
+        """The identities' embeddings, when known only after the actors were started (given to each
+        shot's first call)."""
+
+    def wait_ready(self) -> None:
+        """Until every planner actor is up: started before the render actors, so their set-up (and a
+        scaling cluster's new nodes) never races with it."""
+        ray.get([actor.ready.remote() for actor in self.actors])
 
     def open(self, shot: PlannedShot, encoder: EncoderChoice) -> Future[ShotStep]:
-        return self._of[shot.ref.name].open.remote(shot, encoder).future()
+        return self._of[shot.ref.name].open.remote(shot, encoder, self.embeddings).future()
 
     def add_analysis(self, shot: str, index: int, faces: Any, actor: str) -> Future[ShotStep]:
         """``faces``: the reference the analysis returned them as (resolved in the planner actor)."""
