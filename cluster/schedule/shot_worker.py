@@ -27,12 +27,14 @@ takes a shot's chain with it.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cluster.checks.prepare import PlannedShot
@@ -46,6 +48,8 @@ from pipeline.geometry.types import Face
 from pipeline.qc.records import FaceMeasure
 from pipeline.tracking.tracker import TrackerState, track_chunk
 from pipeline.video.encode import EncoderChoice
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -230,22 +234,41 @@ class ShotWorkers:
         # Hard affinity: Ray's soft affinity places a CPU-less actor elsewhere when the driver's node
         # has no CPUs (a head kept free of work), and a planner actor on a worker node dies with it.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self.actors: list[Any] = [
-            ShotWorkerActor.options(scheduling_strategy=here).remote(context, manifest_key)
-            for _ in range(max(1, min(count, len(shots))))
-        ]
-        self._of: dict[str, Any] = {shot: self.actors[i % len(self.actors)] for i, shot in enumerate(shots)}
-        if context.resumed:
-            for i, actor in enumerate(self.actors):
-                actor.prefetch.remote(shots[i :: len(self.actors)])
+        self._start = lambda: ShotWorkerActor.options(scheduling_strategy=here).remote(context, manifest_key)
+        self.actors: list[Any] = [self._start() for _ in range(max(1, min(count, len(shots))))]
+        self._shots, self._resumed = shots, context.resumed
+        self._assign()
         self.embeddings: dict[str, Any] | None = None
         """The identities' embeddings, when known only after the actors were started (given to each
         shot's first call)."""
 
-    def wait_ready(self) -> None:
-        """Until every planner actor is up: started before the render actors, so their set-up (and a
-        scaling cluster's new nodes) never races with it."""
-        ray.get([actor.ready.remote() for actor in self.actors])
+    def _assign(self) -> None:
+        """Each shot to an actor in turn; on a resume each reads its shots' records ahead."""
+        self._of: dict[str, Any] = {s: self.actors[i % len(self.actors)] for i, s in enumerate(self._shots)}
+        if self._resumed:
+            for i, actor in enumerate(self.actors):
+                actor.prefetch.remote(self._shots[i :: len(self.actors)])
+
+    def wait_ready(self, tries: int = 3) -> None:
+        """Until every planner actor is up, started before the render actors.  One that could not start
+        (e.g. its modules not importable yet while the node unpacks the job's working directory) is
+        started again, ``tries`` times in all."""
+        for attempt in range(1, tries + 1):
+            failed = []
+            for i, actor in enumerate(self.actors):
+                try:
+                    ray.get(actor.ready.remote())
+                except RayError as exc:
+                    if attempt == tries:
+                        raise
+                    logger.warning("planner actor %d did not start (%s); starting it again", i, exc)
+                    failed.append(i)
+            if not failed:
+                return
+            time.sleep(1.0)
+            for i in failed:
+                self.actors[i] = self._start()
+            self._assign()
 
     def open(self, shot: PlannedShot, encoder: EncoderChoice) -> Future[ShotStep]:
         return self._of[shot.ref.name].open.remote(shot, encoder, self.embeddings).future()
