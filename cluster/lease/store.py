@@ -14,7 +14,11 @@ the header) it is a check, a write, a pause of ``settle_seconds`` and a
 read-back: of writers that raced, each one that wrote before the last sees the
 last one's object when it reads back, so only the last keeps the lease.  That
 holds as long as a writer's check and its write are less than
-``settle_seconds`` apart, which a PUT of a few hundred bytes is.
+``settle_seconds`` apart, which a PUT of a few hundred bytes is; a writer whose
+check and write took longer (a retried PUT on a flaky store) may have
+overwritten a writer that already kept its object, so it removes its own again
+and takes nothing: the driver looks again, and the other writer's next
+heartbeat finds its lease gone and stops (never two holders).
 
 Compare-and-swap: on S3 a conditional PUT (``If-Match: <ETag>``; 412 when the
 object changed) and a conditional DELETE; the ETag comes from the response of
@@ -132,12 +136,26 @@ class LeaseStore:
         return self._create_by_read_back(url, data)
 
     def _create_by_read_back(self, url: str, data: bytes) -> str | None:
+        checked = time.monotonic()
         if self.read(url) is not None:
             return None
         storage.write_bytes(url, data)
+        late = time.monotonic() - checked
         time.sleep(self.settle_seconds)  # a writer that raced us has written by now: the last one stays
         stored = self.read_versioned(url)
-        return stored.version if stored is not None and stored.data == data else None
+        if stored is None or stored.data != data:
+            return None
+        if late > self.settle_seconds:
+            # Our write may have landed on a writer that already read its own back and kept it:
+            # take ours away again (that writer's next heartbeat finds its lease gone) and say none.
+            logger.warning(
+                "%s: the check and the write took %.2f s, more than the %.2f s a racing writer waits; "
+                "not taking it",
+                url, late, self.settle_seconds,
+            )  # fmt: skip
+            self.remove_if(url, stored.version)
+            return None
+        return stored.version
 
     def replace(self, url: str, data: bytes) -> str:
         """Write ``data`` at ``url`` whatever is there (atomically); the version written."""
