@@ -139,7 +139,7 @@ def _write(value: Any, indent: str, encoder: json.JSONEncoder, out: list[str]) -
             out.append(f"{separator}{inner}{encoder.encode(key)}: ")
             _write(item, inner, encoder, out)
         out.append(f"\n{indent}}}")
-    elif isinstance(value, list | tuple) and value and isinstance(value[0], dict | list | tuple):
+    elif isinstance(value, list | tuple) and value and isinstance(value[0], dict | list | tuple | Encoded):
         records = _records(value, encoder) if isinstance(value[0], dict) else None
         if records is not None:
             out.append("[\n" + ",\n".join(inner + text for text in records) + f"\n{indent}]")

@@ -11,12 +11,12 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cluster.report.links import MediaLink, media_link
-from cluster.report.qcfile import FiledQC, frame_numbers
+from cluster.report.qcfile import FiledQC, FrameNumbers, frame_numbers
 from cluster.report.summary import JobSummary, QcJson, ShotSummary
 from pipeline.thumbnails import Thumb
 
@@ -162,6 +162,20 @@ class JobReport:
         } | ({"identities": list(self.identities)} if self.identities else {})
 
 
+ReviewRows = Callable[[str, "ShotQC | FiledQC | None", Sequence[int]], list[ReviewRow]]
+"""Gives a shot's review rows as :func:`review_rows` does (given the shot's name, its QC and thumbnail
+positions): the driver's rewrites make each once (:meth:`cluster.report.cache.ReportCache.review_rows`)."""
+
+TimelineEntries = Callable[[Sequence[Mapping[str, Any]]], list[TimelineEntry]]
+"""Gives the entries of the driver's timeline, :meth:`TimelineEntry.of` each: the driver's rewrites read
+only the entries added since the rewrite before (:meth:`cluster.report.cache.ReportCache.timeline`)."""
+
+
+def timeline_entries(timeline: Sequence[Mapping[str, Any]]) -> list[TimelineEntry]:
+    """Each entry of the driver's timeline read (:meth:`TimelineEntry.of`)."""
+    return [TimelineEntry.of(e) for e in timeline]
+
+
 def report_data(
     summary: JobSummary,
     *,
@@ -172,6 +186,8 @@ def report_data(
     running: bool = False,
     generated_at: dt.datetime | None = None,
     notes: NoteChoices | None = None,
+    review: ReviewRows | None = None,
+    entries_of: TimelineEntries | None = None,
 ) -> JobReport:
     """The report of a job (``report.json`` is its ``to_dict()``).
 
@@ -179,13 +195,16 @@ def report_data(
     (:meth:`TimelineEntry.of`); ``stage_seconds`` overrides the job-wide stage totals (by
     default the shots' top-level stages summed); ``retries`` counts retried work items per
     shot; ``running`` marks an interim report (the page then reloads itself); ``notes``: what the review
-    section's notes offer (:class:`NoteChoices`).
+    section's notes offer (:class:`NoteChoices`); ``review`` and ``entries_of``: what makes each shot's
+    review rows and reads the timeline (:data:`ReviewRows`, :data:`TimelineEntries`; by default
+    :func:`review_rows` and :func:`timeline_entries`).
     """
     notes = notes or NoteChoices()
     given = set(retries or {})
     retries = dict(retries or {})
     when = (generated_at or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
-    entries = [TimelineEntry.of(e) for e in timeline]
+    entries = (entries_of or timeline_entries)(timeline)
+    rows_of = review or _review_rows_of
     failed: dict[str, list[TimelineEntry]] = {}
     for e in entries:
         if not e.ok:
@@ -204,7 +223,7 @@ def report_data(
                 retries=shot_retries,
                 warnings=_shot_warnings(shot, shot_retries, failed.get(shot.name, []), cpu_fallback),
                 thumbnails=thumbnails,
-                review=review_rows(shot.qc, thumbnails),
+                review=rows_of(shot.name, shot.qc, thumbnails),
                 frame_size=notes.frame_sizes.get(shot.name),
                 rotation=int(notes.rotations.get(shot.name, 0)),
                 qc_file=(
@@ -250,9 +269,16 @@ def review_rows(qc: ShotQC | FiledQC | None, thumbnails: Sequence[int]) -> list[
     return rows
 
 
+def _review_rows_of(shot: str, qc: ShotQC | FiledQC | None, thumbnails: Sequence[int]) -> list[ReviewRow]:
+    return review_rows(qc, thumbnails)
+
+
 def _positions(numbers: Sequence[int], wanted: set[int]) -> dict[int, int]:
     """Where each of ``wanted`` is in ``numbers`` (a shot's analysed frame numbers, increasing), those that
     are there: a few flags' frames looked up by bisection, not an index of the shot's every frame."""
+    if isinstance(numbers, FrameNumbers):
+        found = {number: numbers.position(number) for number in wanted}
+        return {number: i for number, i in found.items() if i is not None}
     out = {}
     for number in wanted:
         i = bisect.bisect_left(numbers, number)

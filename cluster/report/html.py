@@ -22,7 +22,7 @@ from cluster.report.notes import CSS as NOTES_CSS
 from cluster.report.notes import SCRIPT as NOTES_SCRIPT
 from cluster.report.provenance import provenance_section
 from cluster.report.qc import CSS as QC_CSS
-from cluster.report.qc import StripCharts, has_review, qc_sections
+from cluster.report.qc import ShotCards, StripCharts, has_review, qc_sections
 from cluster.report.summary import JobSummary, reported
 from pipeline.thumbnails import Thumb
 
@@ -100,10 +100,15 @@ td.review{white-space:nowrap}
 
 
 def render_html(
-    report: JobReport, thumbs: Mapping[str, Sequence[Thumb]], *, charts: StripCharts | None = None
+    report: JobReport,
+    thumbs: Mapping[str, Sequence[Thumb]],
+    *,
+    charts: StripCharts | None = None,
+    cards: ShotCards | None = None,
 ) -> str:
     """The self-contained page for a report made by :func:`cluster.report.data.report_data` (``charts``:
-    what draws each shot's QC strip chart, :data:`cluster.report.qc.StripCharts`)."""
+    what draws each shot's QC strip chart, :data:`cluster.report.qc.StripCharts`; ``cards``: what gives
+    each shot's card in "Frames to review", :data:`cluster.report.qc.ShotCards`)."""
     job = report.summary
     shots = report.shots
     running = report.running
@@ -127,7 +132,7 @@ def render_html(
         _shot_table(shots, job.work_url),
         provenance_section([s.summary for s in shots]),
         '<h2 id="review">Frames to review</h2>' if review else "",
-        qc_sections(shots, thumbs, report.identities, charts=charts) if review else "",
+        qc_sections(shots, thumbs, report.identities, charts=charts, cards=cards) if review else "",
         "<h2>Where the time went</h2>",
         _stage_chart(report.stage_seconds),
         "<h2>Chunks per actor</h2>",
@@ -318,6 +323,7 @@ def _timeline_chart(entries: Sequence[TimelineEntry]) -> str:
             f'<line x1="{tx:.1f}" y1="{top - 4}" x2="{tx:.1f}" y2="{height - 8}" stroke="#e3e6ea"/>'
             f'<text x="{tx:.1f}" y="{top - 8}" text-anchor="middle">{tick:g} s</text>'
         )
+    escaped: dict[str, str] = {}
     by_actor: dict[str, list[TimelineEntry]] = {}
     for e in entries:
         by_actor.setdefault(e.actor, []).append(e)
@@ -327,20 +333,21 @@ def _timeline_chart(entries: Sequence[TimelineEntry]) -> str:
             f'<text x="{label_w - 8}" y="{y + 19}" text-anchor="end">{_e(actor)} '
             f"({100 * busy.get(actor, 0.0):.0f}% busy)</text>"
         )
+        on_actor = _e(actor)
         for e in by_actor[actor]:
             x0, x1 = x(e.start), x(e.end)
             colour = FAILED_COLOUR if not e.ok else KIND_COLOURS.get(e.kind, "#888")
-            label = f"{e.shot} #{e.chunk}"
-            if len(shots) == 1:
-                label = f"#{e.chunk}"
+            shot = escaped.get(e.shot) or escaped.setdefault(e.shot, _e(e.shot))  # each name escaped once
+            kind = escaped.get(e.kind) or escaped.setdefault(e.kind, _e(e.kind))
+            label = f"#{e.chunk}" if len(shots) == 1 else f"{e.shot} #{e.chunk}"
             tip = (
-                f"{e.kind} {e.shot} chunk {e.chunk} on {actor}: "
+                f"{kind} {shot} chunk {e.chunk} on {on_actor}: "
                 f"{e.start:.1f}-{e.end:.1f} s ({e.end - e.start:.1f} s)"
                 + ("" if e.ok else f" FAILED (attempt {e.attempt})")
             )
             out.append(
                 f'<rect x="{x0:.1f}" y="{y + 4}" width="{max(1.0, x1 - x0):.1f}" height="{lane_h - 8}" rx="2" '
-                f'fill="{colour}" stroke="#fff"><title>{_e(tip)}</title></rect>'
+                f'fill="{colour}" stroke="#fff"><title>{tip}</title></rect>'
             )
             if x1 - x0 > 7 * len(label) and e.kind == "render":
                 out.append(

@@ -10,6 +10,7 @@ and each card has the notes form of :mod:`cluster.report.notes` (its only script
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import itertools
 from collections.abc import Callable, Mapping, Sequence
@@ -71,27 +72,42 @@ def _chart(name: str, qc: ShotQC | FiledQC, fixes: Sequence[FixMark] = ()) -> st
     return qc.chart if isinstance(qc, FiledQC) else strip_chart(name, qc, fixes)
 
 
+ShotCards = Callable[[str, tuple[Any, ...], Callable[[], str]], str]
+"""Gives a shot's card in "Frames to review": given the shot's name, what the card is drawn of (compared
+with ``==``, its objects mostly the same from one rewrite to the next) and what draws it; the driver's
+rewrites draw a card again only when what it is drawn of changed
+(:meth:`cluster.report.cache.ReportCache.card`)."""
+
+
+def _draw(shot: str, key: tuple[Any, ...], draw: Callable[[], str]) -> str:
+    return draw()
+
+
 def qc_sections(
     shots: Sequence[ShotReport],
     thumbs: Mapping[str, Sequence[Thumb]],
     identities: Sequence[str] = (),
     *,
     charts: StripCharts | None = None,
+    cards: ShotCards | None = None,
 ) -> str:
     """One card per shot with QC or fixes (:func:`has_review`); a line saying so when none has (each
-    shot's strip chart as ``charts`` gives it, by default :func:`strip_chart`)."""
-    cards = [
-        _shot_card(
-            i,
-            shot,
-            {t.frame: t for t in thumbs.get(shot.summary.name, ())},
-            identities,
-            charts or _chart,
-        )
-        for i, shot in enumerate(shots)
-        if has_review(shot)
-    ]
-    return "".join(cards) or '<div class="card">No QC in this report.</div>'
+    shot's strip chart as ``charts`` gives it, by default :func:`strip_chart`; each card as ``cards``
+    gives it, by default drawn)."""
+    chart, card = charts or _chart, cards or _draw
+    out = []
+    for i, shot in enumerate(shots):
+        if not has_review(shot):
+            continue
+        summary = shot.summary
+        own = tuple(thumbs.get(summary.name, ()))
+        key = (
+            i, summary.qc, tuple(shot.review), tuple(summary.fixes), tuple(summary.fixes_rerendered),
+            shot.frame_size, shot.rotation, shot.qc_file, own, tuple(identities),
+        )  # fmt: skip
+        draw = functools.partial(_shot_card, i, shot, {t.frame: t for t in own}, identities, chart)
+        out.append(card(summary.name, key, draw))
+    return "".join(out) or '<div class="card">No QC in this report.</div>'
 
 
 def _shot_card(

@@ -68,6 +68,15 @@ class FrameNumbers(Sequence[int]):
         for _, first, count in self.runs:
             yield from range(first, first + count)
 
+    def position(self, number: int) -> int | None:
+        """Where frame ``number`` is (its index), None when it is not one of these: a look-up among the
+        runs, not a bisection through the frames one index at a time."""
+        i = bisect.bisect_right(self.runs, number, key=lambda run: run[1]) - 1
+        if i < 0:
+            return None
+        start, first, count = self.runs[i]
+        return start + number - first if number < first + count else None
+
 
 @dataclass(frozen=True)
 class FiledQC:

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from actors.results import ActorInfo, ChunkAnalysis, SegmentResult
 from cluster.checks.prepare import PreparedJob
 from cluster.report.build import json_text, write_report
-from cluster.report.cache import ReportCache, file_qc
-from cluster.report.data import NoteChoices, busy_ratios, report_data
-from cluster.report.html import render_html
+from cluster.report.cache import ReportCache, cached_report, file_qc
+from cluster.report.data import NoteChoices, busy_ratios
 from cluster.report.metrics import JobMetrics
 from cluster.report.progress import Progress
 from cluster.report.qcfile import qc_file_url
@@ -373,7 +372,8 @@ class JobObserver:
         summary, timeline, thumbs, retries, until, started = snapshot
         cpu_started = time.thread_time()
         try:
-            report = report_data(
+            report, data, page = cached_report(
+                self._report_cache,
                 summary,
                 thumbs=thumbs,
                 timeline=timeline,
@@ -383,12 +383,7 @@ class JobObserver:
             )
             for actor, ratio in busy_ratios(report.timeline, until=until).items():
                 self.metrics.actor_busy(actor, ratio)
-            cache = self._report_cache
-            write_report(
-                self.summary.work_url,
-                report.to_dict(qc_json=cache.qc_json),
-                render_html(report, thumbs, charts=cache.strip_chart),
-            )
+            write_report(self.summary.work_url, data, page)
         except RecastError as exc:
             logger.warning("could not write the job report: %s", exc)
         self.report_seconds.append(time.perf_counter() - started)

@@ -77,7 +77,28 @@ class Flag:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """:func:`dataclasses.asdict` of the flag, field by field (a review list has thousands)."""
+        return {
+            "shot": self.shot,
+            "first": self.first,
+            "last": self.last,
+            "track": self.track,
+            "reason": self.reason,
+            "severity": self.severity,
+            "value": self.value,
+            "threshold": self.threshold,
+            "detail": self.detail,
+            "extra": _copied(self.extra),
+        }
+
+
+def _copied(value: Any) -> Any:
+    """A copy of plain data, its lists and dicts copied all the way down (as :func:`asdict` copies them)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_copied(v) for v in value)
+    return value
 
 
 REASONS = (

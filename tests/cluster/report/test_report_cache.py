@@ -6,28 +6,44 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cluster.report.build import RECORD_LINE, Encoded, json_text
-from cluster.report.cache import ReportCache
+from cluster.report.cache import ReportCache, cached_report, file_qc
 from cluster.report.data import report_data
 from cluster.report.html import render_html
 from cluster.report.summary import FixMark, JobSummary, RedactedCopies
 from pipeline.store.redact import REDACTED, Redactor, plain_numbers, redact
+from pipeline.thumbnails import Thumb
 from tests.cluster.report.sample_report import TIMELINE, job_summary, shot_qc
 
 KEY = "AKIAIOSFODNN7EXAMPLE"
 
 
-def _texts(summary: JobSummary, cache: ReportCache | None) -> tuple[str, str, str]:
-    """(report.json, report.html, summary.json) as the driver writes them, with or without ``cache``."""
-    report = report_data(summary, timeline=TIMELINE, generated_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
-    qc_json = cache.qc_json if cache is not None else None
-    charts = cache.strip_chart if cache is not None else None
-    return (
-        json_text(report.to_dict(qc_json=qc_json)),
-        render_html(report, {}, charts=charts),
-        json_text(summary.to_dict(qc_json=qc_json)),
+WHEN = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def _texts(
+    summary: JobSummary,
+    cache: ReportCache | None,
+    timeline: Sequence[Mapping[str, Any]] = TIMELINE,
+    thumbs: Mapping[str, Sequence[Thumb]] | None = None,
+) -> tuple[str, str, str]:
+    """(report.json, report.html, summary.json) as the driver writes them with ``cache``, or as they are
+    built without one."""
+    thumbs = thumbs or {}
+    if cache is None:
+        report = report_data(summary, thumbs=thumbs, timeline=timeline, generated_at=WHEN, running=True)
+        return (
+            json_text(report.to_dict()),
+            render_html(report, thumbs),
+            json_text(summary.to_dict()),
+        )
+    _, data, page = cached_report(
+        cache, summary, thumbs=thumbs, timeline=timeline, running=True, generated_at=WHEN
     )
+    return json_text(data), page, json_text(summary.to_dict(qc_json=cache.qc_json))
 
 
 def test_a_cached_qc_is_the_qc_rendered_without_the_cache_and_a_changed_qc_is_rendered_again() -> None:
@@ -82,3 +98,41 @@ def test_lists_of_plain_numbers_are_copied_without_redacting_each() -> None:
         out = redactor(value)
         assert out == redact(value) and type(out) is type(value)
         assert out is not value or isinstance(value, tuple)  # a copy (a tuple is its own)
+
+
+def test_rewrites_read_only_what_changed_and_give_the_report_built_whole(tmp_path) -> None:
+    """A running job's rewrites: the timeline grows, a shot's QC is filed, thumbnails come, a fix is
+    added, the timeline is replaced by another; each rewrite with the cache is the report built whole,
+    and what did not change is taken from the cache (the same review rows, card and shot entry)."""
+    live = job_summary("out.mp4")
+    copies, cache = RedactedCopies(), ReportCache()
+    timeline: list[dict[str, Any]] = [dict(e) for e in TIMELINE[:3]]
+
+    def same(thumbs: Mapping[str, Sequence[Thumb]] | None = None) -> str:
+        summary = copies.copy(live)
+        snapshot = list(timeline)  # as the driver's snapshot: a new list of the same entries
+        cached = _texts(summary, cache, snapshot, thumbs)
+        assert cached == _texts(summary, None, snapshot, thumbs)
+        return cached[1]
+
+    same()
+    timeline.extend(dict(e) for e in TIMELINE[3:])
+    same()
+    read = cache.timeline(timeline)
+    assert cache.timeline(list(timeline))[0] is read[0]  # entries read once
+    live.shots[0].qc = file_qc(shot_qc(), url=str(tmp_path / "qc" / "sc010.json"), name=live.shots[0].name)
+    page = same()
+    name, qc = live.shots[0].name, copies.copy(live).shots[0].qc
+    rows = cache.review_rows(name, qc, [])
+    assert rows and cache.review_rows(name, qc, []) is rows
+    assert 'id="qc-0"' in page
+    thumb = Thumb(frame=6, before_jpeg=b"\xff\xd8before", after_jpeg=b"\xff\xd8after")
+    page = same({name: [thumb]})
+    placed = cache.review_rows(name, qc, [6])
+    assert placed is not rows and [r.thumbnail for r in placed] == [6, None, None]  # placed again
+    assert f"{name} position 6 rendered" in page
+    live.shots[0].fixes = [FixMark(0, "box", (3, 9), None, "fix 0")]
+    assert 'data-fix="0"' in same({name: [thumb]})
+    timeline[:] = [dict(e, start=e["start"] + 1.0, end=e["end"] + 1.0) for e in TIMELINE]  # another timeline
+    same({name: [thumb]})
+    assert cache.timeline(timeline)[0].start == TIMELINE[0]["start"] + 1.0

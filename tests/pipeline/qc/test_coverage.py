@@ -106,3 +106,22 @@ def test_flags_and_series_use_frame_numbers_and_serialise(occluded) -> None:
     assert len(result.review_positions()) == len(result.flags)
     with pytest.raises(ValueError, match="numbers"):
         qc(shot, selection=ALL, plan=type(shot.plan)(tasks=shot.plan.tasks[1:], tracks=shot.plan.tracks))
+
+
+def test_a_flag_as_data_is_a_deep_copy_of_its_fields() -> None:
+    import dataclasses
+
+    from pipeline.qc.records import Flag
+
+    extra = {"tracks": [3, 4], "rival": "villain", "chunk_boundary": True, "nested": {"a": [1, (2, 3)]}}
+    flag = Flag("sc010", 1001, 1004, 3, "identity_switch", 0.7, 0.31, 0.35, "detail", extra)
+    data = flag.to_dict()
+    assert data == dataclasses.asdict(flag) and list(data) == [f.name for f in dataclasses.fields(Flag)]
+    data["extra"]["tracks"].append(5)
+    data["extra"]["nested"]["a"].append(9)
+    assert flag.extra == {
+        "tracks": [3, 4],
+        "rival": "villain",
+        "chunk_boundary": True,
+        "nested": {"a": [1, (2, 3)]},
+    }
