@@ -11,71 +11,26 @@ gets the series back with :func:`load_series`.
 
 from __future__ import annotations
 
-import bisect
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
-from pipeline.qc.records import Flag, flag_counts
+from pipeline.qc.records import Flag, failed_reasons, flag_counts, review_peaks
 from pipeline.store import storage
+from pipeline.video.runs import IntRuns
 
 if TYPE_CHECKING:
     from pipeline.qc.analyze import ShotQC
+    from pipeline.qc.config import QcConfig
 
 QC_FOLDER = "qc"
 """The folder of the work area that holds each shot's QC file (``qc/<shot>.json``)."""
 
 
-@dataclass(frozen=True)
-class FrameNumbers(Sequence[int]):
-    """A shot's analysed frame numbers (increasing), kept as runs of consecutive numbers: a shot of
-    14,400 frames numbered one after the other is one run.  ``runs``: (index of the run's first frame,
-    its number, how many frames)."""
-
-    runs: tuple[tuple[int, int, int], ...]
-
-    @classmethod
-    def of(cls, numbers: Sequence[int]) -> FrameNumbers:
-        runs: list[tuple[int, int, int]] = []
-        for i, number in enumerate(numbers):
-            if runs and runs[-1][1] + runs[-1][2] == number:
-                start, first, count = runs[-1]
-                runs[-1] = (start, first, count + 1)
-            else:
-                runs.append((i, int(number), 1))
-        return cls(tuple(runs))
-
-    def __len__(self) -> int:
-        return self.runs[-1][0] + self.runs[-1][2] if self.runs else 0
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[int]: ...
-    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        n = len(self)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError("frame index out of range")
-        start, first, _ = self.runs[bisect.bisect_right(self.runs, (index, float("inf"))) - 1]
-        return first + index - start
-
-    def __iter__(self) -> Iterator[int]:
-        for _, first, count in self.runs:
-            yield from range(first, first + count)
-
-    def position(self, number: int) -> int | None:
-        """Where frame ``number`` is (its index), None when it is not one of these: a look-up among the
-        runs, not a bisection through the frames one index at a time."""
-        i = bisect.bisect_right(self.runs, number, key=lambda run: run[1]) - 1
-        if i < 0:
-            return None
-        start, first, count = self.runs[i]
-        return start + number - first if number < first + count else None
+FrameNumbers = IntRuns
+"""A shot's analysed frame numbers (increasing), kept as runs: a shot of 14,400 frames numbered one after
+the other is one run (:class:`~pipeline.video.runs.IntRuns`)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +54,20 @@ class FiledQC:
     def counts(self) -> dict[str, int]:
         """Number of flags per reason (every reason present, zeros included), as ``ShotQC.counts``."""
         return flag_counts(self.flags)
+
+    def failed(self, config: QcConfig) -> list[str]:
+        """Reasons present in this shot that ``config.fail_on`` gates on (as ``ShotQC.failed``)."""
+        return failed_reasons(self.flags, config.fail_on)
+
+    def review_positions(self, limit: int = 12) -> list[int]:
+        """Source positions of the worst frame of the ``limit`` worst flags (as ``ShotQC.review_positions``)."""
+        positions = set()
+        for number in review_peaks(self.flags, limit):
+            index = self.numbers.position(number)
+            if index is None:
+                raise ValueError(f"frame number {number} is not one of shot {self.shot!r}'s")
+            positions.add(self.first + index)
+        return sorted(positions)
 
     def to_dict(self) -> dict[str, Any]:
         """``ShotQC.to_dict()`` with ``series_url`` in the place of ``series``."""

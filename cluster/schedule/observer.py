@@ -20,7 +20,7 @@ from cluster.report.cache import ReportCache, cached_report, file_qc
 from cluster.report.data import NoteChoices, busy_ratios
 from cluster.report.metrics import JobMetrics
 from cluster.report.progress import Progress
-from cluster.report.qcfile import qc_file_url
+from cluster.report.qcfile import FiledQC, qc_file_url
 from cluster.report.summary import JobSummary, RedactedCopies, RerenderedChunk, ShotSummary, fix_marks
 from cluster.schedule.dispatch import WorkItem
 from cluster.state.manifest import RenderRecord
@@ -299,23 +299,27 @@ class JobObserver:
                 self.summary.warnings.append(f"thumbnails of {source.name}: {exc}")
         self.progress.shot_done(source.name)
 
-    def shot_qc(self, shot: str, qc: ShotQC | None, config: QcConfig) -> None:
+    def shot_qc(self, shot: str, qc: ShotQC | FiledQC | None, config: QcConfig) -> None:
         """Record the shot's QC: numbers and review list in the summary, flagged frames in the metrics,
         the flagged frames among the thumbnails, and the reasons that fail the shot (``qc.fail_on``).
 
         The QC is written whole to the shot's QC file (``qc/<shot>.json`` in the work area) and its strip
         chart drawn, once; the summary keeps the rest (:class:`~cluster.report.qcfile.FiledQC`), not the
-        numbers per frame, so the driver's memory and the report's rewrites do not grow with them.  A
-        file that cannot be written leaves the QC whole in the summary (a warning says so)."""
+        numbers per frame, so the driver's memory and the report's rewrites do not grow with them (the
+        shot's planner actor files it: ``qc`` is a FiledQC then).  A file that cannot be written leaves
+        the QC whole in the summary (a warning says so)."""
         if qc is None:
             return
         summary = self.shots[shot]
-        try:
-            url = qc_file_url(self.summary.work_url, shot)
-            summary.qc = file_qc(qc, url=url, name=shot, fixes=summary.fixes)
-        except RecastError as exc:
+        if isinstance(qc, FiledQC):
             summary.qc = qc
-            self.summary.warnings.append(f"QC file of {shot}: {exc}")
+        else:
+            try:
+                url = qc_file_url(self.summary.work_url, shot)
+                summary.qc = file_qc(qc, url=url, name=shot, fixes=summary.fixes)
+            except RecastError as exc:
+                summary.qc = qc
+                self.summary.warnings.append(f"QC file of {shot}: {exc}")
         summary.qc_failed = qc.failed(config)
         frames: dict[str, int] = {}
         for flag in qc.flags:

@@ -38,13 +38,17 @@ from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cluster.checks.prepare import PlannedShot
+from cluster.report.cache import file_qc
+from cluster.report.qcfile import FiledQC, qc_file_url
+from cluster.report.summary import FixMark, fix_marks
 from cluster.schedule.planner import PlanContext, ShotPlanner, ShotRenders
 from cluster.schedule.shot_finish import finish_qc, write_tracks
 from cluster.state.ledger import Ledger
 from cluster.state.manifest import JobManifest
-from pipeline.errors import SpecError
+from pipeline.errors import RecastError, SpecError
 from pipeline.geometry.packing import packed
 from pipeline.geometry.types import Face
+from pipeline.qc.analyze import ShotQC
 from pipeline.qc.records import FaceMeasure
 from pipeline.tracking.tracker import TrackerState, track_chunk
 from pipeline.video.encode import EncoderChoice
@@ -77,7 +81,12 @@ class ShotStep:
 
 @dataclass(frozen=True)
 class ShotFinish:
-    """QC's conclusions of a published shot and its ``tracks`` pass files (pass file -> URL)."""
+    """QC's conclusions of a published shot and its ``tracks`` pass files (pass file -> URL).
+
+    ``qc``: filed (a :class:`~cluster.report.qcfile.FiledQC`: its per-frame series written to the
+    shot's QC file and its strip chart drawn here, off the driver), or the whole ``ShotQC`` when the
+    file could not be written (the driver tries again and keeps it whole if it cannot either), or
+    None (no QC)."""
 
     qc: Any
     pass_files: dict[str, str]
@@ -154,7 +163,11 @@ class ShotWorker:
         state = self.shots.pop(shot)
         # Its records are final: copied into one object, for a resume to read in one go.
         self.ledger.compact_shot(shot)
-        qc = finish_qc(state.qc_plan, measures, self.context.spec.qc)
+        whole = finish_qc(state.qc_plan, measures, self.context.spec.qc)
+        qc: ShotQC | FiledQC | None = whole
+        if whole is not None:  # filed here: its series are written and its chart drawn off the driver
+            url = qc_file_url(self.context.work_url, shot)
+            qc = _filed(whole, url=url, fixes=fix_marks(state.shot.settings.fixes))
         pass_urls = state.shot.pass_urls
         files = {}
         if "tracks" in pass_urls:
@@ -221,6 +234,15 @@ class ShotWorker:
 
 ShotWorkerActor = ray.remote(num_cpus=0, max_restarts=0)(ShotWorker)
 """A :class:`ShotWorker` as a Ray actor (one call at a time, in the order they were made)."""
+
+
+def _filed(qc: ShotQC, *, url: str, fixes: list[FixMark]) -> ShotQC | FiledQC:
+    """``qc`` filed (:func:`~cluster.report.cache.file_qc`), or as it is when its file cannot be written."""
+    try:
+        return file_qc(qc, url=url, name=qc.shot, fixes=fixes)
+    except RecastError as exc:
+        logger.warning("QC file of %s: %s; the driver tries again", qc.shot, exc)
+        return qc
 
 
 class ShotWorkers:

@@ -25,7 +25,7 @@ from pipeline.qc.config import QcConfig
 from pipeline.qc.coverage import STATES, coverage
 from pipeline.qc.identity import identity_series, identity_switches
 from pipeline.qc.marks import ShotTracks, merge_marks
-from pipeline.qc.records import REASONS, FaceMeasure, Flag, flag_counts
+from pipeline.qc.records import FaceMeasure, Flag, failed_reasons, flag_counts, review_peaks
 from pipeline.qc.stability import Stability, stability
 from pipeline.tracking.faceplan import ShotFacePlan
 
@@ -107,8 +107,7 @@ class ShotQC:
 
     def failed(self, config: QcConfig) -> list[str]:
         """Reasons present in this shot that ``config.fail_on`` gates on, in ``REASONS`` order."""
-        present = {f.reason for f in self.flags}
-        return [r for r in REASONS if r in present and r in config.fail_on]
+        return failed_reasons(self.flags, config.fail_on)
 
     def position(self, number: int) -> int:
         """The source position of frame number ``number`` (ValueError if it was not analysed)."""
@@ -119,8 +118,7 @@ class ShotQC:
 
     def review_positions(self, limit: int = 12) -> list[int]:
         """Source positions of the worst frame of the ``limit`` worst flags (to take thumbnails of)."""
-        peaks = [int(f.extra.get("peak", f.first)) for f in self.flags[:limit]]
-        return sorted({self.position(p) for p in peaks})
+        return sorted({self.position(p) for p in review_peaks(self.flags, limit)})
 
     def to_dict(self) -> dict[str, Any]:
         return {

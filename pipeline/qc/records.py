@@ -8,7 +8,7 @@ Every record is plain data (JSON in the manifest and the reports).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -117,3 +117,14 @@ def flag_counts(flags: Sequence[Flag]) -> dict[str, int]:
     for flag in flags:
         out[flag.reason] = out.get(flag.reason, 0) + 1
     return out
+
+
+def failed_reasons(flags: Sequence[Flag], fail_on: Iterable[str]) -> list[str]:
+    """Reasons among ``flags`` that ``fail_on`` (``qc.fail_on``) gates on, in :data:`REASONS` order."""
+    present, gated = {f.reason for f in flags}, set(fail_on)
+    return [r for r in REASONS if r in present and r in gated]
+
+
+def review_peaks(flags: Sequence[Flag], limit: int) -> list[int]:
+    """Frame numbers of the worst frame of each of the ``limit`` worst flags (to take thumbnails of)."""
+    return [int(f.extra.get("peak", f.first)) for f in flags[:limit]]

@@ -13,7 +13,7 @@ import logging
 import math
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -25,6 +25,7 @@ from pipeline.errors import MediaError, StorageError
 from pipeline.limits import InputLimits
 from pipeline.store import storage
 from pipeline.video.colr import read_colr_from
+from pipeline.video.runs import IntRuns
 from pipeline.video.sequence_types import SequenceInfo
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,10 @@ class VideoInfo:
     """Exact description of a source's first video stream.
 
     ``pts`` holds every frame's presentation timestamp (in ``time_base`` units)
-    in presentation order; a frame's index is its position in this tuple.
-    ``keyframes`` are indices of frames a decoder can start from.
+    in presentation order; a frame's index is its position in this sequence.
+    ``keyframes`` are indices of frames a decoder can start from.  Both are kept as
+    :class:`~pipeline.video.runs.IntRuns` whatever sequence they were given as (a
+    constant-rate shot's timestamps are one run), and compare equal to it.
     """
 
     url: str
@@ -60,8 +63,8 @@ class VideoInfo:
     frame_rate: Fraction
     is_vfr: bool
     frame_count: int
-    pts: tuple[int, ...]
-    keyframes: tuple[int, ...]
+    pts: Sequence[int]
+    keyframes: Sequence[int]
     duration_seconds: float
     color_primaries: str | None
     color_trc: str | None
@@ -74,6 +77,10 @@ class VideoInfo:
     container_format: str = ""
     declared_frames: int = 0
     sequence: SequenceInfo | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pts", IntRuns.of(self.pts))
+        object.__setattr__(self, "keyframes", IntRuns.of(self.keyframes))
 
     def pts_seconds(self, index: int) -> float:
         """Presentation time of frame ``index`` in seconds."""

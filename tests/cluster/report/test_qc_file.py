@@ -134,7 +134,7 @@ def test_frame_numbers_are_the_numbers_they_were_made_of() -> None:
     for numbers in ([], [7], list(range(1001, 1001 + FRAMES)), [1, 2, 3, 10, 11, 20, 40, 41, 42]):
         runs = FrameNumbers.of(numbers)
         assert list(runs) == numbers and len(runs) == len(numbers)
-        assert [runs[i] for i in range(len(numbers))] == numbers and runs[1:3] == numbers[1:3]
+        assert [runs[i] for i in range(len(numbers))] == numbers and list(runs[1:3]) == numbers[1:3]
         assert all(bisect.bisect_left(runs, n) == numbers.index(n) for n in numbers)
         assert [runs.position(n) for n in range(-1, 1100)] == [
             numbers.index(n) if n in numbers else None for n in range(-1, 1100)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import ray
 
+from cluster.report.qcfile import FiledQC, load_series, qc_file_url
 from cluster.schedule.planner import PlanContext, ShotPlanner
 from cluster.schedule.shot_worker import ShotWorkers
 from cluster.state.ledger import Ledger
@@ -79,8 +80,16 @@ def test_planner_actor_tracks_and_plans_as_the_driver_did(name: str, tmp_path, r
             start, end = spans[index]
             steps.append(workers.add_analysis(shot.ref.name, index, ray.put(faces[start:end]), "actor"))
         done = [s.result(timeout=120) for s in steps]
+        finished = workers.finish(shot.ref.name, []).result(timeout=120)
     finally:
         workers.close()
+    # QC is concluded and filed in the planner actor: the driver gets the QC without its series,
+    # which are in the shot's QC file, and the strip chart drawn.
+    qc = finished.qc
+    assert isinstance(qc, FiledQC) and qc.series_url == qc_file_url(prepared.work_url, shot.ref.name)
+    assert list(qc.numbers) == list(range(len(faces))) and "<svg" in qc.chart
+    series = load_series(qc.to_dict())
+    assert len(series["numbers"]) == len(faces) and set(series) >= {"numbers", "similarity_after"}
     assert [d.tracked for d in done] == [0, 1, 0, 3]  # chunk 0 lets 0 track, chunk 1 lets 1-3
     assert sum(d.faces for d in done) == sum(len(f) for f in faces)
     assert [d.renders is not None for d in done] == [False, False, False, True]
