@@ -107,10 +107,12 @@ class PlateFrames:
         to the chunk's review segment, in order."""
         import time
 
+        from pipeline.passes.layers import PassHeader
         from pipeline.plates.frames import PlateFrame, frame_compression, merge_back, write_plate
         from pipeline.plates.sequence import parse_sequence_url
 
         converter = self.converter(info)
+        header = PassHeader(info.frame_rate, converter.pass_space, converter.pass_chromaticities)
         output = parse_sequence_url(output_url)
         layers = {
             name: parse_sequence_url(url) for name, url in pass_urls.items() if name in ("matte", "face")
@@ -122,7 +124,9 @@ class PlateFrames:
             own = frame_compression(frame.spec.getattribute("compression"), compression)
             sha, size = write_plate(output.frame_url(frame.pts), pixels, frame.spec, compression=own)
             written = FrameFile(frame.pts, sha, size)
-            return written, self._write_layers(frame, pixels, item.matte, layers, converter) if layers else {}
+            if not layers:
+                return written, {}
+            return written, self._write_layers(frame, pixels, item.matte, layers, converter, header=header)
 
         def put(item: Rendered) -> None:  # on the write stage's thread: frames in order
             if review is not None:
@@ -160,18 +164,25 @@ class PlateFrames:
 
     @staticmethod
     def _write_layers(
-        frame: Any, pixels: np.ndarray, matte: np.ndarray | None, layers: Mapping[str, Any], converter: Any
+        frame: Any,
+        pixels: np.ndarray,
+        matte: np.ndarray | None,
+        layers: Mapping[str, Any],
+        converter: Any,
+        *,
+        header: Any,
     ) -> dict[str, FrameFile]:
-        """The matte and face pass frames of one plate frame, written whole under its number."""
+        """The matte and face pass frames of one plate frame, written whole under its number (``header``:
+        the shot's :class:`~pipeline.passes.layers.PassHeader`)."""
         from pipeline.passes.layers import pass_dtype, sequence_pass_pixels, sequence_pass_spec
         from pipeline.plates.frames import write_plate
 
         height, width = pixels.shape[:2]
         a = np.zeros((height, width), np.float32) if matte is None else matte
-        values = sequence_pass_pixels(frame.pixels, pixels, a, converter.rgb, converter.normalise)
+        values = sequence_pass_pixels(frame.pixels, pixels, a, converter.rgb, converter.to_pass)
         out = {}
         for name, pattern in layers.items():
-            spec = sequence_pass_spec(frame.spec, name, frame.pixels.dtype)
+            spec = sequence_pass_spec(frame.spec, name, frame.pixels.dtype, header)
             data = values[name].astype(pass_dtype(name, frame.pixels.dtype))
             sha, size = write_plate(pattern.frame_url(frame.pts), data, spec)
             out[name] = FrameFile(frame.pts, sha, size)

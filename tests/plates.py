@@ -32,6 +32,12 @@ def _convert(rgb: np.ndarray, src: str, dst: str) -> np.ndarray:
     return out
 
 
+def scene_linear(rgb: np.ndarray, space: str) -> np.ndarray:
+    """``rgb`` (normalised values in colour space ``space``) in ACEScg, the default config's scene_linear,
+    as a compositor linearises a plate (a processor of the tests' own, not the pipeline's)."""
+    return _convert(rgb, space, "ACEScg")
+
+
 @cache
 def _face(height: int) -> np.ndarray:
     from skimage.data import astronaut

@@ -4,12 +4,19 @@
 that blended it, so compositing it over the plate (``face + plate * (1 - matte)``)
 gives the output back.  Video: 16-bit RGB frames with alpha for the ProRes 4444
 pass writers (the matte movie shows the matte and carries it in alpha).  Image
-sequences: EXR frames in the plate's own colour space with its frame header
-(timecode, frame rate); the matte is a single half-float channel ``A``.
+sequences: EXR frames with the plate's frame header (timecode, frame rate); the
+matte is a single half-float channel ``A``; the face is in scene-linear (the plate's
+own space when it is scene-linear, else the OCIO config's ``scene_linear`` role,
+e.g. ACEScg for an ACEScct DPX plate), premultiplied there, so the compositor's
+recipe is the plate made scene-linear, then ``face + plate * (1 - matte)`` (a
+``merge over``) in that space.  Its header names the space (``colorspace``,
+``oiio:ColorSpace``) and its ``chromaticities``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -53,26 +60,54 @@ def video_pass_frames(frame: Frame, out: np.ndarray, matte: np.ndarray | None) -
     }
 
 
-def _pass_spec(plate_spec: Any, channels: list[str], fmt: Any, compression: str) -> Any:
+@dataclass(frozen=True)
+class PassHeader:
+    """What a shot's pass frames state besides the plate frame's header: the shot's frame rate (the
+    rate the job renders it at, which a DPX plate states in its own way or a spec sets), and the
+    colour space of the ``face`` pass (an OCIO config's canonical name) with its EXR
+    ``chromaticities`` (None: not known, the plate's kept where it has some)."""
+
+    frame_rate: Fraction | None
+    space: str
+    chromaticities: tuple[float, ...] | None = None
+
+
+def _pass_spec(
+    plate_spec: Any, channels: list[str], fmt: Any, compression: str, header: PassHeader | None, *, face: bool
+) -> Any:
     spec = oiio.ImageSpec(int(plate_spec.width), int(plate_spec.height), len(channels), fmt)
     spec.channelnames = tuple(channels)
     spec.attribute("compression", compression)
+    # The face's colour is tagged below; a matte has none (it is coverage, not colour).
+    retagged = ("colorspace", "chromaticities") if header is not None else ()
     for param in plate_spec.extra_attribs:
-        if param.name in PASS_HEADER_ATTRIBUTES:
+        if param.name in PASS_HEADER_ATTRIBUTES and param.name not in retagged:
             spec.attribute(param.name, param.type, param.value)
+    if header is None:
+        return spec
+    if header.frame_rate is not None:
+        rate = Fraction(header.frame_rate)
+        spec.attribute("FramesPerSecond", oiio.TypeDesc("rational"), [rate.numerator, rate.denominator])
+    if face:
+        spec.attribute("colorspace", header.space)
+        spec.attribute("oiio:ColorSpace", header.space)
+        chroma = header.chromaticities or plate_spec.getattribute("chromaticities")
+        if chroma is not None:
+            spec.attribute("chromaticities", oiio.TypeDesc("float[8]"), [float(v) for v in chroma])
     return spec
 
 
 def sequence_pass_pixels(
-    plate: np.ndarray, out: np.ndarray, matte: np.ndarray, rgb: tuple[int, int, int], normalise: Any
+    plate: np.ndarray, out: np.ndarray, matte: np.ndarray, rgb: tuple[int, int, int], to_pass: Any
 ) -> dict[str, np.ndarray]:
     """The ``matte`` (H x W x 1) and ``face`` (H x W x 4, RGBA) pass pixels of one plate frame, float32.
 
     ``plate``/``out``: the source and output pixels (every channel, the plate's dtype);
-    ``normalise`` turns their RGB into the plate's 0-1 (or scene-linear) scale."""
+    ``to_pass`` turns their RGB into the face pass's colour space (scene-linear,
+    :meth:`~pipeline.plates.colour.PlateConverter.to_pass`), where the face is premultiplied."""
     idx = list(rgb)
-    src = normalise(plate[..., idx])
-    dst = normalise(out[..., idx])
+    src = to_pass(plate[..., idx])
+    dst = to_pass(out[..., idx])
     face = face_layer(dst, src, matte)
     return {
         "matte": matte[..., None].astype(np.float32),
@@ -85,7 +120,12 @@ def pass_dtype(name: str, plate_dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32 if name == "face" and plate_dtype == np.float32 else np.float16)
 
 
-def sequence_pass_spec(plate_spec: Any, name: str, plate_dtype: np.dtype) -> Any:
-    """The EXR header of pass ``name``: the plate frame's size and timing, :func:`pass_dtype` pixels, ZIP."""
+def sequence_pass_spec(
+    plate_spec: Any, name: str, plate_dtype: np.dtype, header: PassHeader | None = None
+) -> Any:
+    """The EXR header of pass ``name``: the plate frame's size and timing (the shot's frame rate as EXR
+    states one, also for a DPX plate), :func:`pass_dtype` pixels, ZIP; the ``face`` pass's colour
+    space and chromaticities tagged (``header``)."""
     fmt = oiio.FLOAT if pass_dtype(name, plate_dtype) == np.float32 else oiio.HALF
-    return _pass_spec(plate_spec, ["A"] if name == "matte" else ["R", "G", "B", "A"], fmt, "zip")
+    channels = ["A"] if name == "matte" else ["R", "G", "B", "A"]
+    return _pass_spec(plate_spec, channels, fmt, "zip", header, face=name == "face")

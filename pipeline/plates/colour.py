@@ -9,6 +9,7 @@ bit-replicated 10/12-bit DPX codes) before conversion.
 from __future__ import annotations
 
 import logging
+import types
 
 import numpy as np
 import PyOpenColorIO as ocio
@@ -89,6 +90,39 @@ def resolve_colour(request: ColourRequest, url: str, fmt: str, stated: str | Non
     return PlateColour(config=request.config, plate_space=plate, model_space=model)
 
 
+CHROMATICITIES = types.MappingProxyType(
+    {
+        "lin_ap1_scene": (0.713, 0.293, 0.165, 0.830, 0.128, 0.044, 0.32168, 0.33767),  # ACEScg
+        "lin_ap0_scene": (0.7347, 0.2653, 0.0, 1.0, 0.0001, -0.077, 0.32168, 0.33767),  # ACES2065-1
+        "lin_rec709_scene": (0.64, 0.33, 0.30, 0.60, 0.15, 0.06, 0.3127, 0.3290),
+        "lin_rec2020_scene": (0.708, 0.292, 0.170, 0.797, 0.131, 0.046, 0.3127, 0.3290),
+        "lin_p3d65_scene": (0.680, 0.320, 0.265, 0.690, 0.150, 0.060, 0.3127, 0.3290),
+    }
+)
+"""An EXR's ``chromaticities`` (red, green, blue and white x, y) of the scene-linear spaces a pass is
+written in, by the colour space's interop ID (OCIO 2.4's IDs, as the built-in configs give them)."""
+
+
+def pass_space(config: ocio.Config, plate: str) -> str:
+    """The colour space a plate's ``face`` pass is written in: the plate's own when it is scene-linear
+    (or data), else the config's ``scene_linear`` role (e.g. ACEScg), where a compositor merges; the
+    plate's own when the config has no such role (a warning says so)."""
+    space = config.getColorSpace(plate)
+    if space is None or space.isData() or space.getEncoding() == "scene-linear":
+        return plate
+    if not config.hasRole(ocio.ROLE_SCENE_LINEAR):
+        log.warning("the OCIO config has no scene_linear role: the face pass stays in the plate's %s", plate)
+        return plate
+    role = config.getColorSpace(ocio.ROLE_SCENE_LINEAR)
+    return plate if role is None else str(role.getName())
+
+
+def chromaticities(config: ocio.Config, space: str) -> tuple[float, ...] | None:
+    """The EXR ``chromaticities`` of ``space`` (:data:`CHROMATICITIES`), None when it is not one of those."""
+    found = config.getColorSpace(space)
+    return None if found is None else CHROMATICITIES.get(str(found.getInteropID()))
+
+
 class PlateConverter:
     """Converts a plate's RGB to the model space and back with OCIO CPU processors.
 
@@ -105,12 +139,28 @@ class PlateConverter:
         config = load_config(colour.config)
         self._forward = config.getProcessor(colour.plate_space, colour.model_space).getDefaultCPUProcessor()
         self._inverse = config.getProcessor(colour.model_space, colour.plate_space).getDefaultCPUProcessor()
+        self.pass_space = pass_space(config, colour.plate_space)
+        """The colour space of the ``face`` pass (:func:`pass_space`)."""
+        self.pass_chromaticities = chromaticities(config, self.pass_space)
+        self._to_pass = (
+            None
+            if self.pass_space == colour.plate_space
+            else config.getProcessor(colour.plate_space, self.pass_space).getDefaultCPUProcessor()
+        )
 
     def normalise(self, raw: np.ndarray) -> np.ndarray:
         """Plate values as a new C-contiguous float32 array (integer codes divided by their dtype's max)."""
         out = np.array(raw, dtype=np.float32, order="C", copy=True)
         if raw.dtype.kind == "u":
             out /= float(np.iinfo(raw.dtype).max)
+        return out
+
+    def to_pass(self, raw: np.ndarray) -> np.ndarray:
+        """``(..., 3)`` plate RGB (the raw pixel codes, or float values) -> float32 in the ``face``
+        pass's colour space (:attr:`pass_space`: scene-linear)."""
+        out = self.normalise(raw)
+        if self._to_pass is not None:
+            self._to_pass.applyRGB(out)  # in place
         return out
 
     def to_model(self, rgb: np.ndarray) -> np.ndarray:

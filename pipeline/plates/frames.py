@@ -150,15 +150,6 @@ def merge_back(frame: PlateFrame, rendered: np.ndarray, converter: PlateConverte
     pixels[:, list(converter.rgb)] = converter.encode(plate)
     region[changed] = pixels
     return out
-    delta = (rendered[changed].astype(np.float32) - frame.rgb[changed].astype(np.float32)) / MODEL_SCALE
-    # The model-space values of the changed pixels only (the conversion is per pixel): frames
-    # in flight keep no float copy of the whole picture.
-    model = converter.to_model(frame.pixels[changed][:, list(converter.rgb)])
-    plate = converter.to_plate(model + delta)
-    rows = out[changed]
-    rows[:, list(converter.rgb)] = converter.encode(plate)
-    out[changed] = rows
-    return out
 
 
 LOSSY_COMPRESSIONS = frozenset({"dwaa", "dwab", "b44", "b44a", "pxr24", "jpeg"})

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,11 +40,20 @@ class IdentitySeries:
 
 def _unit(vector: np.ndarray) -> np.ndarray:
     v = np.asarray(vector, np.float64).reshape(-1)
-    return v / max(float(np.linalg.norm(v)), 1e-12)
+    return v / max(math.sqrt(v.dot(v)), 1e-12)  # np.linalg.norm's own sum for a vector, without its checks
 
 
 def _mean(values: Sequence[float]) -> float | None:
-    return float(np.mean(values)) if values else None
+    """``np.mean(values)``, to the bit: under eight Python floats numpy adds them one by one from 0.0, as
+    here (a frame's faces of one track: mostly one), without making an array of them."""
+    if not values:
+        return None
+    if len(values) >= 8 or not all(type(value) is float for value in values):
+        return float(np.mean(values))  # numpy's pairwise sum, or its dtype of numpy scalars
+    total = 0.0
+    for value in values:
+        total += value
+    return total / len(values)
 
 
 def identity_series(

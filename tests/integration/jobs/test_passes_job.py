@@ -20,7 +20,7 @@ from cluster.spec.job import parse_spec
 from jobs.demo_media import make_face_clip, write_source_image
 from pipeline.video.decode import decode_range
 from pipeline.video.probe import probe
-from tests.plates import write_sequence
+from tests.plates import scene_linear, write_sequence
 
 pytestmark = pytest.mark.ray
 
@@ -95,23 +95,39 @@ def test_video_passes_composite_to_the_output(ray_local, tmp_path) -> None:
     assert len(rows) >= 40 and all(len(r) == 10 for r in rows)
 
 
-def test_sequence_passes_and_resume(ray_local, tmp_path) -> None:
-    plate = write_sequence(tmp_path / "plates", "sc050_plate", count=48, size=(480, 270))
+@pytest.mark.parametrize("fmt", ["exr", "dpx"])
+def test_sequence_passes_and_resume(fmt: str, ray_local, tmp_path) -> None:
+    """An ACEScg EXR plate, and a 10-bit ACEScct DPX plate whose face pass is written in ACEScg: the
+    plate made scene-linear, ``face + plate * (1 - matte)`` is the output made scene-linear."""
+    space = {"exr": "ACEScg", "dpx": "ACEScct"}[fmt]
+    pixel = {"exr": "half", "dpx": "uint10"}[fmt]
+    plate = write_sequence(
+        tmp_path / "plates",
+        "sc050_plate",
+        fmt=fmt,
+        pixel=pixel,
+        colour_space=space,
+        count=48,
+        size=(480, 270),
+    )
     source = write_source_image(str(tmp_path / "source.jpg"))
     out_dir = tmp_path / "out"
-    out = str(out_dir / "sc050.####.exr")
-    summary = run_job(parse_spec(_job(source, plate, out)))
+    out = str(out_dir / f"sc050.####.{plate.rpartition('.')[2]}")
+    spec = {**_job(source, plate, out), "colour": {"plate": space}}
+    summary = run_job(parse_spec(spec))
     assert summary.ok, summary.table()
     covered = 0
     for number in range(1001, 1049):
-        src = _read(plate.replace("####", f"{number:04d}"))[..., :3]
-        dst = _read(out.replace("####", f"{number:04d}"))[..., :3]
+        src = scene_linear(_read(plate.replace("####", f"{number:04d}"))[..., :3], space)
+        dst = scene_linear(_read(out.replace("####", f"{number:04d}"))[..., :3], space)
         matte = _read(str(out_dir / f"sc050_matte.{number:04d}.exr"))
-        face = _read(str(out_dir / f"sc050_face.{number:04d}.exr"))
+        face_url = str(out_dir / f"sc050_face.{number:04d}.exr")
+        face = _read(face_url)
         assert matte.shape[-1] == 1 and face.shape[-1] == 4
+        assert oiio.ImageBuf(face_url).spec().getattribute("colorspace") == "ACEScg"
         a = matte[..., :1]
         composite = face[..., :3] + src * (1 - a)
-        tolerance = 1e-3 * np.maximum(1.0, np.abs(dst))
+        tolerance = 2e-3 * np.maximum(1.0, np.abs(dst))
         assert (np.abs(composite - dst) <= tolerance).all(), np.abs(composite - dst).max()
         covered += bool((a > 0.99).sum() > 100)
     assert covered >= 40, covered
@@ -119,12 +135,13 @@ def test_sequence_passes_and_resume(ray_local, tmp_path) -> None:
     hashes = {name: _sha(str(out_dir / name)) for name in passes}
     # Resubmitted after its shot record is lost: no chunk (so no pass) is rendered again.
     (out_dir / ".recast-work" / "passes" / "manifest" / "sc050" / "shot.json").unlink()
-    again = run_job(parse_spec(_job(source, plate, out)))
+    again = run_job(parse_spec(spec))
     assert again.ok and again.shots[0].chunks_rendered == 0 and again.shots[0].chunks_reused == 2
     assert {name: _sha(str(out_dir / name)) for name in passes} == hashes
 
 
 def _read(path: str) -> np.ndarray:
+    """The frame's pixels as floats (a DPX's integer codes scaled to 0-1 by OIIO, as the pipeline does)."""
     image = oiio.ImageInput.open(path)
     assert image is not None, oiio.geterror()
     spec = image.spec()

@@ -135,3 +135,24 @@ def test_low_identity_from_measures_with_how_far_the_face_moved(crossing) -> Non
         ),
         atol=1e-4,
     )
+
+
+def test_means_and_unit_vectors_are_numpys_to_the_bit() -> None:
+    """The per-frame means and unit embeddings QC computes without numpy's call overhead equal numpy's."""
+    import random
+
+    from pipeline.qc.identity import _mean, _unit
+
+    rng = random.Random(1)
+    for n in range(1, 12):
+        for _ in range(500):
+            values: list = [rng.uniform(-1, 1) * 10 ** rng.randint(-5, 5) for _ in range(n)]
+            if rng.random() < 0.1:
+                values = [np.float32(v) for v in values]  # numpy's mean is float32 then: numpy's it stays
+            if rng.random() < 0.05:
+                values = [-0.0] * n
+            assert repr(_mean(values)) == repr(float(np.mean(values)))
+    assert _mean([]) is None
+    for _ in range(200):
+        v = np.random.default_rng(rng.randint(0, 10**6)).standard_normal(512).astype(np.float32)
+        assert np.array_equal(_unit(v), v.astype(np.float64) / np.linalg.norm(v.astype(np.float64)))
