@@ -200,7 +200,8 @@ class RenderWorker(PictureEmbeddings):
         before = dict(self._analyzer.stage_seconds)
 
         def analyze(frames: list[Frame]) -> list[list[Face]]:
-            return self._analyzer.analyze_frames(frames, schedule, tiles)
+            refine = self.config.faces.refine == "auto"
+            return self._analyzer.analyze_frames(frames, schedule, tiles, refine=refine)
 
         source, collector = self.frames.for_analysis(shot_url, info, chunk)
         times = run_stages(

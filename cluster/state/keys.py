@@ -23,7 +23,7 @@ from cluster.spec.shot_refs import ShotRef, ShotSettings
 from cluster.spec.windows import ShotWindow
 from cluster.state.manifest import digest, tasks_digest
 from pipeline.errors import RecastError, SpecError
-from pipeline.faces.config import AUTO_DETECT_VERSION
+from pipeline.faces.config import AUTO_DETECT_VERSION, REFINE_VERSION
 from pipeline.geometry.types import FaceTask
 from pipeline.store import storage
 from pipeline.video.chunking import Chunk, ChunkPlan
@@ -108,6 +108,8 @@ class JobKeys:
                         if faces.detect_size == "fixed"
                         else {"detect_size": [faces.detect_size, AUTO_DETECT_VERSION]}
                     ),
+                    # faces detected again at the plate's resolution (off: the key from before)
+                    **({} if faces.refine == "off" else {"refine": [faces.refine, REFINE_VERSION]}),
                 }
             )
         )

@@ -12,6 +12,7 @@ import numpy as np
 
 from pipeline.faces.detectsize import DetectTiles
 from pipeline.faces.embedplan import EmbedSchedule
+from pipeline.faces.refine import refine_faces
 from pipeline.geometry.align import warp_crops
 from pipeline.geometry.types import Face
 
@@ -29,7 +30,7 @@ def to_uint8(frame: np.ndarray) -> np.ndarray:
     return cv2.convertScaleAbs(frame, alpha=255.0 / 65535.0)
 
 
-ANALYSIS_STAGES = ("letterbox", "detector", "postprocess", "align", "recognizer")
+ANALYSIS_STAGES = ("letterbox", "detector", "postprocess", "refine", "align", "recognizer")
 """Stages of :attr:`FaceAnalyzer.stage_seconds` besides the totals ``detect`` and ``recognize``."""
 
 
@@ -54,12 +55,15 @@ class FaceAnalyzer:
         schedule: EmbedSchedule | None = None,
         numbers: Sequence[int] | None = None,
         tiles: DetectTiles | None = None,
+        refine: bool = False,
     ) -> list[list[Face]]:
         """Faces per frame (uint8 or uint16 RGB frames); ``embedding`` set when ``embed``.
 
         With a ``schedule`` only the faces it chooses are embedded (``numbers``: the
         frames' numbers in the shot, consecutive runs in order); the others keep None.
-        ``tiles``: detection at the faces' resolution (``faces.detect_size: auto``)."""
+        ``tiles``: detection at the faces' resolution (``faces.detect_size: auto``);
+        ``refine``: each face the letterbox shows small detected again at the frame's own
+        resolution (``faces.refine: auto``, :mod:`pipeline.faces.refine`; its time is ``refine``)."""
         views = [to_uint8(f) for f in frames]
         started = time.perf_counter()
         detector = self.models.detector
@@ -70,6 +74,10 @@ class FaceAnalyzer:
         else:
             for start in range(0, len(views), self.batch_size):
                 found.extend(detector.detect_batch(views[start : start + self.batch_size]))
+        if refine:
+            refining = time.perf_counter()
+            found = refine_faces(detector, views, found, batch_size=self.batch_size)
+            self.stage_seconds["refine"] += time.perf_counter() - refining
         self.stage_seconds["detect"] += time.perf_counter() - started
         for key, seconds in self._detector_seconds().items():
             self.stage_seconds[key] += seconds - before[key]
@@ -123,9 +131,18 @@ class FaceAnalyzer:
         return totals
 
     def analyze_frames(
-        self, frames: Sequence[Frame], schedule: EmbedSchedule | None, tiles: DetectTiles | None
+        self,
+        frames: Sequence[Frame],
+        schedule: EmbedSchedule | None,
+        tiles: DetectTiles | None,
+        *,
+        refine: bool = False,
     ) -> list[list[Face]]:
         """:meth:`analyze` for decoded frames (their numbers from ``Frame.index``)."""
         return self.analyze(
-            [f.rgb for f in frames], schedule=schedule, numbers=[f.index for f in frames], tiles=tiles
+            [f.rgb for f in frames],
+            schedule=schedule,
+            numbers=[f.index for f in frames],
+            tiles=tiles,
+            refine=refine,
         )

@@ -11,6 +11,9 @@ from pipeline.configbase import Frozen
 AUTO_DETECT_VERSION = 2
 """How ``faces.detect_size: auto`` detects, in the analysis key: analyses made another way
 are never reused (1: tiles for small faces; 2: also a smaller input for large ones)."""
+REFINE_VERSION = 1
+"""How ``faces.refine: auto`` refines, in the analysis key (1: frames letterboxed to 0.4 or less, a crop
+of 1.8 face sides enlarged at most 2x, faces shown 2x larger than by the letterbox)."""
 
 
 class SelectionConfig(Frozen):
@@ -89,6 +92,10 @@ class FaceConfig(Frozen):
     """Analysis pass: ``track`` embeds faces where it matters, ``every_frame`` embeds every face."""
     embed_stride: int = Field(default=8, ge=1, le=10_000)
     """With ``embed: track``: embed each tracked face at least every this many frames."""
+    refine: Literal["auto", "off"] = "auto"
+    """``auto``: on frames of 1080p and larger, each face the detector's letterbox shows at under half
+    the size a crop at the plate's own resolution shows it is detected again on that crop, for
+    landmarks at the plate's precision (:mod:`pipeline.faces.refine`); ``off``: the letterbox's."""
     detect_size: Literal["fixed", "auto"] = "fixed"
     """``auto``: full-resolution tiles too where the first frame of a chunk has faces the
     letterboxed frame misses, a smaller detector input where its faces are all large
