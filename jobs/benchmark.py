@@ -150,6 +150,11 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
         "--scale-crowd-faces", type=int, default=12, help="faces per frame of the crowd case"
     )
     scenarios.add_argument(
+        "--steady",
+        action="store_true",
+        help="also the steadiness of the paste on 1080p and 4K plates (faces.refine off and auto)",
+    )
+    scenarios.add_argument(
         "--plates",
         action="store_true",
         help="also film plates: EXR/DPX I/O per actor (local and S3), colour cost, job vs ProRes 4444",
@@ -178,6 +183,7 @@ def parse_settings(argv: list[str] | None = None) -> tuple[Settings | None, str 
         "scale_crowd_shots": args.scale_crowd_shots,
         "scale_crowd_faces": args.scale_crowd_faces,
         "plates": args.plates,
+        "steady": args.steady,
         "multishot": args.multishot,
     }
     if args.quick:

@@ -377,12 +377,23 @@ def _plates_section(results: dict, cores: int) -> list[str]:
     return ["", plates_table(plates)]
 
 
+def _steady_section(results: dict, cores: int) -> list[str]:
+    """The paste's steadiness, letterboxed and refined."""
+    steady = results.get("steady")
+    if not steady or "error" in steady:
+        return []
+    from jobs.bench.steady import steady_table
+
+    return ["", steady_table(steady)]
+
+
 SCENARIO_SECTIONS: tuple[Callable[[dict, int], list[str]], ...] = (
     _scaling_section,
     _memory_section,
     _demo_section,
     _scale_section,
     _plates_section,
+    _steady_section,
 )
 """The optional scenarios' table sections, in order."""
 

@@ -1,4 +1,5 @@
-"""The benchmark's scenarios beside the comparisons: 4-chunk scaling, memory, the demo job, scale, plates.
+"""The benchmark's scenarios beside the comparisons: 4-chunk scaling, memory, the demo job, scale, plates,
+steadiness.
 
 Each scenario is a function of a :class:`Context` that returns the record stored
 under its key in ``bench.json``; :data:`SCENARIOS` lists them in the order they
@@ -216,6 +217,17 @@ def plates_scenario(ctx: Context) -> dict:
     return run_plates(plates, source=ctx.source, cache_dir=ctx.cache_dir)
 
 
+def steady_scenario(ctx: Context) -> dict:
+    """The paste's steadiness on 1080p and 4K plates with the default pack (``jobs.bench.steady``)."""
+    from jobs.bench.steady import steadiness
+    from pipeline.models.loader import load_face_models
+    from pipeline.models.pack import load_pack
+    from pipeline.models.runtime.settings import ExecutionConfig
+
+    pack = load_pack("builtin:default", cache_dir=ctx.cache_dir)
+    return steadiness(load_face_models(pack, ExecutionConfig(providers=("CPUExecutionProvider",))))
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("scaling", lambda s: s.scaling and s.cores > 1, scaling_scenario),
     Scenario("memory", lambda s: s.memory, memory_scenario),
@@ -223,5 +235,6 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("multishot", lambda s: s.multishot, multishot_scenario),
     Scenario("scale", lambda s: s.scale, scale_scenario, in_ray=False),
     Scenario("plates", lambda s: s.plates, plates_scenario, in_ray=False),
+    Scenario("steady", lambda s: s.steady, steady_scenario, in_ray=False),
 )
 """The optional scenarios, in the order they run (after the comparisons)."""

@@ -64,6 +64,8 @@ class Settings:
     """Frames per I/O case; None: 16 at 2K, 8 at 4K."""
     plates_job_frames: int = 24
     plates_job_size: str = "4K"
+    steady: bool = False
+    """Steadiness of the paste on 1080p and 4K plates, letterboxed and refined (``jobs.bench.steady``)."""
     tiny: bool = False
     """Test scale: small frames, tiny stand-ins for the production set (figures meaningless)."""
 

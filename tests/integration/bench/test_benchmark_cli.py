@@ -47,14 +47,31 @@ def test_flags_become_settings(no_ray: None) -> None:
 
 def test_every_scenario_has_its_switch_in_the_settings() -> None:
     names = {f.name for f in fields(Settings)}
-    assert [s.key for s in SCENARIOS] == ["scaling", "memory", "demo", "multishot", "scale", "plates"]
+    assert [s.key for s in SCENARIOS] == [
+        "scaling",
+        "memory",
+        "demo",
+        "multishot",
+        "scale",
+        "plates",
+        "steady",
+    ]
+    settings, _ = parse_settings(["--steady", "--no-compare"])
+    assert settings is not None and settings.steady and not parse_settings([])[0].steady  # type: ignore[union-attr]
     assert {s.key for s in SCENARIOS} <= names
     off = Settings(out="x", scaling=False)
     assert not any(s.enabled(off) for s in SCENARIOS)
 
 
 @pytest.mark.parametrize(
-    "module", ["jobs.benchmark", "jobs.bench.suite", "jobs.bench.standins", "jobs.bench.plate_figures"]
+    "module",
+    [
+        "jobs.benchmark",
+        "jobs.bench.suite",
+        "jobs.bench.standins",
+        "jobs.bench.plate_figures",
+        "jobs.bench.steady",
+    ],
 )
 def test_the_benchmark_imports_nothing_from_tests(module: str, no_ray: None) -> None:
     """The cluster image ships ``jobs/`` without ``tests/``."""
