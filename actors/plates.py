@@ -107,16 +107,16 @@ class PlateFrames:
         to the chunk's review segment, in order."""
         import time
 
-        from pipeline.passes.layers import PassHeader
+        from pipeline.passes.layers import pass_header
         from pipeline.plates.frames import PlateFrame, frame_compression, merge_back, write_plate
         from pipeline.plates.sequence import parse_sequence_url
 
         converter = self.converter(info)
-        header = PassHeader(info.frame_rate, converter.pass_space, converter.pass_chromaticities)
         output = parse_sequence_url(output_url)
         layers = {
             name: parse_sequence_url(url) for name, url in pass_urls.items() if name in ("matte", "face")
         }
+        header = pass_header(info) if layers else None
 
         def write(item: Rendered) -> tuple[FrameFile, dict[str, FrameFile]]:
             frame = cast(PlateFrame, item.frame)

@@ -91,7 +91,7 @@ def _empty_pass(info: VideoInfo, number: int, pattern: SequencePattern, name: st
     import numpy as np
     import OpenImageIO as oiio
 
-    from pipeline.passes.layers import pass_dtype, sequence_pass_spec
+    from pipeline.passes.layers import pass_dtype, pass_header, sequence_pass_spec
     from pipeline.plates.frames import write_plate
     from pipeline.store import storage
 
@@ -104,6 +104,6 @@ def _empty_pass(info: VideoInfo, number: int, pattern: SequencePattern, name: st
         plate_spec = oiio.ImageSpec(image.spec())
         image.close()
     # The plate's frames are read as ``sequence.dtype``: the same pass format as the rendered frames'.
-    spec = sequence_pass_spec(plate_spec, name, info.sequence.dtype)
+    spec = sequence_pass_spec(plate_spec, name, info.sequence.dtype, pass_header(info))
     zeros = np.zeros((info.height, info.width, spec.nchannels), pass_dtype(name, info.sequence.dtype))
     return write_plate(pattern.frame_url(number), zeros, spec)

@@ -23,6 +23,7 @@ import numpy as np
 import OpenImageIO as oiio
 
 from pipeline.video.decode import Frame
+from pipeline.video.probe import VideoInfo
 
 _TOP16 = 65535.0
 PASS_HEADER_ATTRIBUTES = (
@@ -70,6 +71,20 @@ class PassHeader:
     frame_rate: Fraction | None
     space: str
     chromaticities: tuple[float, ...] | None = None
+
+
+def pass_header(info: VideoInfo) -> PassHeader:
+    """The :class:`PassHeader` of a plate shot's pass frames: its frame rate, and the face pass's colour
+    space (:func:`~pipeline.plates.colour.pass_space`) and chromaticities; the same for the frames the
+    actors render and those the publish fills in."""
+    from pipeline.plates.colour import chromaticities, load_config, pass_space
+
+    if info.sequence is None:
+        raise ValueError(f"{info.url}: pass frames are written for image sequences")
+    colour = info.sequence.colour
+    config = load_config(colour.config)
+    space = pass_space(config, colour.plate_space)
+    return PassHeader(info.frame_rate, space, chromaticities(config, space))
 
 
 def _pass_spec(

@@ -141,7 +141,6 @@ class PlateConverter:
         self._inverse = config.getProcessor(colour.model_space, colour.plate_space).getDefaultCPUProcessor()
         self.pass_space = pass_space(config, colour.plate_space)
         """The colour space of the ``face`` pass (:func:`pass_space`)."""
-        self.pass_chromaticities = chromaticities(config, self.pass_space)
         self._to_pass = (
             None
             if self.pass_space == colour.plate_space

@@ -19,7 +19,7 @@ import PyOpenColorIO as ocio
 import pytest
 
 from actors.plates import PlateFrames
-from pipeline.passes.layers import PassHeader
+from pipeline.passes.layers import pass_header
 from pipeline.plates.colour import CHROMATICITIES, PlateConverter, find_space
 from pipeline.plates.frames import merge_back, read_frame
 from pipeline.plates.probe import probe_sequence, timecode_of
@@ -72,7 +72,8 @@ def test_face_pass_is_scene_linear_premultiplied_and_tagged(case: str, tmp_path:
     rendered = np.where(matte[..., None] > 0, np.rint(rendered), frame.rgb).astype(frame.rgb.dtype)
     out = merge_back(frame, rendered, converter)
 
-    header = PassHeader(info.frame_rate, converter.pass_space, converter.pass_chromaticities)
+    header = pass_header(info)
+    assert header.space == converter.pass_space
     layers = {
         name: parse_sequence_url(str(tmp_path / "out" / f"sc010_{name}.####.exr"))
         for name in ("matte", "face")
@@ -119,3 +120,29 @@ def test_face_pass_is_scene_linear_premultiplied_and_tagged(case: str, tmp_path:
         naive = scene_linear(log_face, seq.colour.plate_space) + plate_linear * (1 - matte[..., None])
         edge = (matte > 0.05) & (matte < 0.95)
         assert np.abs(naive - out_linear)[edge].max() > 10 * error.max()
+
+
+def test_pass_frames_the_publish_fills_in_carry_the_same_header(tmp_path: Path) -> None:
+    """Frames no actor rendered (e.g. outside a shot's range) get empty passes with the same tags."""
+    from cluster.publish.sequences import complete_sequence
+
+    url = write_sequence(
+        tmp_path / "plates", "sc020_plate", fmt="dpx", pixel="uint10", colour_space="ACEScct", count=2
+    )
+    info = probe_sequence(url, colour=ColourRequest(plate_space="ACEScct"))
+    out = tmp_path / "out"
+    out.mkdir()
+    passes = {name: (str(out / f"sc020_{name}.####.exr"), []) for name in ("matte", "face")}
+    published = complete_sequence(info, str(out / "sc020.####.dpx"), [], passes)
+    assert set(published.passes) == {"matte", "face"}
+    face, face_spec = _read(str(out / "sc020_face.1001.exr"))
+    matte, matte_spec = _read(str(out / "sc020_matte.1001.exr"))
+    assert not face.any() and not matte.any()
+    assert face_spec.getattribute("colorspace") == "ACEScg"
+    assert np.allclose(face_spec.getattribute("chromaticities"), AP1)
+    assert (
+        tuple(face_spec.getattribute("FramesPerSecond"))
+        == tuple(matte_spec.getattribute("FramesPerSecond"))
+        == (24, 1)
+    )
+    assert matte_spec.getattribute("colorspace") is None
