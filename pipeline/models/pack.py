@@ -227,12 +227,26 @@ def _cache_is_intact(folder: str, manifest: PackManifest, verified: VerifiedFile
         if entry.file is None:
             continue
         path = os.path.join(folder, entry.file)
-        if not os.path.isfile(path) or os.path.getsize(path) != sizes.get(entry.file):
-            return False
-        if entry.sha256 is not None and not verified.matches(path, entry.sha256):
-            log.warning("cached model file %s does not match its sha256", path)
+        try:
+            if not os.path.isfile(path) or os.path.getsize(path) != sizes.get(entry.file):
+                return False
+            if entry.sha256 is not None and not verified.matches(path, entry.sha256):
+                log.warning("cached model file %s does not match its sha256", path)
+                return False
+        except FileNotFoundError:  # set aside by another loader while this one looked
             return False
     return True
+
+
+def _set_aside(folder: str) -> None:
+    """Remove a damaged cached pack: renamed away first (one step), so another loader never sees it
+    half removed, then deleted."""
+    aside = f"{folder}.damaged-{uuid.uuid4().hex[:8]}"
+    try:
+        os.rename(folder, aside)
+    except OSError:
+        return  # another loader set it aside (or replaced it) first
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _publish_folder(tmp: str, final: str) -> None:
@@ -263,13 +277,16 @@ def _load_remote(
     data, manifest = read.data, read.manifest
     key = hashlib.sha256(url.encode() + b"\n" + data).hexdigest()[:32]
     final = os.path.join(cache, key)
-    if os.path.isdir(final) and _cache_is_intact(final, manifest, verified):
+    # Looked at once: a folder that appears after this look is another loader's, published whole
+    # while this one fetched (its own copy is then dropped), never one to remove as damaged.
+    present = os.path.isdir(final)
+    if present and _cache_is_intact(final, manifest, verified):
         log.info("model pack %s found in cache %s", url, final)
         _check_contracts(manifest, final, url)
     else:
-        if os.path.isdir(final):
+        if present:
             log.warning("cached pack %s is damaged; fetching it again", final)
-            shutil.rmtree(final, ignore_errors=True)
+            _set_aside(final)
         tmp = os.path.join(cache, f".tmp-{key}-{uuid.uuid4().hex[:8]}")
         try:
             os.makedirs(tmp)

@@ -402,6 +402,10 @@ def test_own_write_whose_answer_was_lost_keeps_the_lease(work) -> None:
             time.sleep(0.05)
         time.sleep(4 * FAST.heartbeat_seconds)
         lease.confirm()
+        # Its heartbeat stopped first (else a beat can land between the read and the look at the
+        # version): the version the lease holds is the one stored.
+        lease._stop.set()
+        lease._thread.join(timeout=10)
         stored = store.read_versioned(lease_url(work))
         assert stored is not None and stored.version == lease.version
     finally:

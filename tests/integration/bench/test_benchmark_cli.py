@@ -39,6 +39,8 @@ def test_flags_become_settings(no_ray: None) -> None:
     # the multi-shot job in both dispatch orders
     settings, _ = parse_settings(["--multishot", "--multishot-shots", "3", "--no-compare"])
     assert settings is not None and settings.multishot and settings.multishot_shots == 3
+    settings, _ = parse_settings(["--steady", "--no-compare"])
+    assert settings is not None and settings.steady and not parse_settings([])[0].steady  # type: ignore[union-attr]
     assert not parse_settings([])[0].multishot  # type: ignore[union-attr]
     with pytest.raises(SystemExit) as exit_:
         parse_settings(["--multishot", "--multishot-shots", "1"])
@@ -56,8 +58,6 @@ def test_every_scenario_has_its_switch_in_the_settings() -> None:
         "plates",
         "steady",
     ]
-    settings, _ = parse_settings(["--steady", "--no-compare"])
-    assert settings is not None and settings.steady and not parse_settings([])[0].steady  # type: ignore[union-attr]
     assert {s.key for s in SCENARIOS} <= names
     off = Settings(out="x", scaling=False)
     assert not any(s.enabled(off) for s in SCENARIOS)

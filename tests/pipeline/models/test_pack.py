@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -70,18 +71,38 @@ def test_local_pack_is_verified_and_cached_once(tiny_pack: Path, tmp_path: Path)
     assert sorted(leftovers(cache)) == [os.path.basename(pack.local_dir)]
 
 
-def test_concurrent_loads_share_one_cache_folder(tiny_pack: Path, tmp_path: Path) -> None:
-    """Two loaders racing on one cache: both get the complete pack, one folder stays."""
+def test_concurrent_loads_share_one_cache_folder(tiny_pack: Path, tmp_path: Path, caplog) -> None:
+    """Loaders racing on one cache (actors starting together on a node): each gets the complete pack,
+    one folder stays, and a folder another loader published meanwhile is never taken for damaged
+    (and removed under the others' feet)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for round_ in range(6):
+        cache = tmp_path / f"cache{round_}"
+        with caplog.at_level(logging.WARNING, logger="pipeline.models.pack"), ThreadPoolExecutor(8) as pool:
+            packs = list(pool.map(lambda _, c=cache: load_pack(str(tiny_pack), cache_dir=str(c)), range(8)))
+        assert len({p.local_dir for p in packs}) == 1
+        assert leftovers(cache) == [os.path.basename(packs[0].local_dir)]
+        assert (Path(packs[0].local_dir) / "manifest.json").read_bytes() == (
+            tiny_pack / "manifest.json"
+        ).read_bytes()
+    assert not [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+
+
+def test_concurrent_loads_mend_a_damaged_cache(tiny_pack: Path, tmp_path: Path) -> None:
+    """A cached model file damaged on disk, then loaders racing: each gets a verified pack, one whole
+    folder stays, nothing set aside is left behind."""
     from concurrent.futures import ThreadPoolExecutor
 
     cache = tmp_path / "cache"
+    pack = load_pack(str(tiny_pack), cache_dir=str(cache))
+    model = Path(pack.path("swapper"))
+    model.write_bytes(b"\0" * model.stat().st_size)  # same size, other bytes
     with ThreadPoolExecutor(4) as pool:
         packs = list(pool.map(lambda _: load_pack(str(tiny_pack), cache_dir=str(cache)), range(4)))
-    assert len({p.local_dir for p in packs}) == 1
-    assert leftovers(cache) == [os.path.basename(packs[0].local_dir)]
-    assert (Path(packs[0].local_dir) / "manifest.json").read_bytes() == (
-        tiny_pack / "manifest.json"
-    ).read_bytes()
+    assert {p.local_dir for p in packs} == {pack.local_dir}
+    assert leftovers(cache) == [os.path.basename(pack.local_dir)]
+    assert model.read_bytes() == (tiny_pack / model.name).read_bytes()
 
 
 def test_file_url_and_env_cache_dir(tiny_pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
