@@ -68,6 +68,7 @@ class PlateFrames:
     def __init__(self, codec_threads: int = 0) -> None:
         self.threads = max(2, codec_threads or os.cpu_count() or 2)
         self._converters: dict[Any, Any] = {}
+        self._headers: dict[Any, Any] = {}
 
     def converter(self, info: VideoInfo) -> Any:
         """The shot's plate <-> model colour converter (OCIO processors)."""
@@ -79,6 +80,17 @@ class PlateFrames:
         if key not in self._converters:
             self._converters[key] = PlateConverter(seq.colour, seq)
         return self._converters[key]
+
+    def pass_header(self, info: VideoInfo) -> Any:
+        """The shot's :class:`~pipeline.passes.layers.PassHeader`, made once per colour setting and rate
+        (its OCIO config read once, as the converter's, not once per chunk)."""
+        from pipeline.passes.layers import pass_header
+
+        assert info.sequence is not None
+        key = (info.sequence.colour, info.frame_rate)
+        if key not in self._headers:
+            self._headers[key] = pass_header(info)
+        return self._headers[key]
 
     def decode(self, info: VideoInfo, chunk: Chunk) -> Iterator[Frame]:
         """Frames of ``chunk`` (:class:`~pipeline.plates.frames.PlateFrame`), in order."""
@@ -107,7 +119,6 @@ class PlateFrames:
         to the chunk's review segment, in order."""
         import time
 
-        from pipeline.passes.layers import pass_header
         from pipeline.plates.frames import PlateFrame, frame_compression, merge_back, write_plate
         from pipeline.plates.sequence import parse_sequence_url
 
@@ -116,7 +127,7 @@ class PlateFrames:
         layers = {
             name: parse_sequence_url(url) for name, url in pass_urls.items() if name in ("matte", "face")
         }
-        header = pass_header(info) if layers else None
+        header = self.pass_header(info) if layers else None
 
         def write(item: Rendered) -> tuple[FrameFile, dict[str, FrameFile]]:
             frame = cast(PlateFrame, item.frame)

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from cluster.publish.merge import Published
 from cluster.state.fingerprints import output_fingerprint
@@ -20,6 +21,9 @@ from pipeline.errors import RecastError
 from pipeline.plates.sequence import frames_are, list_frames, parse_sequence_url
 from pipeline.video.probe import VideoInfo
 from pipeline.video.sequence_types import SequencePattern
+
+if TYPE_CHECKING:
+    from pipeline.passes.layers import PassHeader
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +45,15 @@ def complete_sequence(
     published = _complete(
         info, output_url, written, lambda n: copy_plate(source.frame_url(n), output.frame_url(n))
     )
-    done = {}
+    if not passes:
+        return published
+    from pipeline.passes.layers import pass_header
+
+    header = pass_header(info)  # the shot's, once: its OCIO config read once, not per frame filled in
     for name, (url, frames) in passes.items():
-        done[name] = _complete(info, url, frames, _EmptyPass(info, parse_sequence_url(url), name))
-    published.passes.update(done)
+        published.passes[name] = _complete(
+            info, url, frames, _EmptyPass(info, parse_sequence_url(url), name, header)
+        )
     return published
 
 
@@ -80,18 +89,20 @@ def _complete(
 class _EmptyPass:
     """Writes an empty pass frame (matte 0, face 0) with the source frame's header, for a frame not rendered."""
 
-    def __init__(self, info: VideoInfo, pattern: SequencePattern, name: str) -> None:
-        self.info, self.pattern, self.name = info, pattern, name
+    def __init__(self, info: VideoInfo, pattern: SequencePattern, name: str, header: PassHeader) -> None:
+        self.info, self.pattern, self.name, self.header = info, pattern, name, header
 
     def __call__(self, number: int) -> tuple[str, int]:
-        return _empty_pass(self.info, number, self.pattern, self.name)
+        return _empty_pass(self.info, number, self.pattern, self.name, self.header)
 
 
-def _empty_pass(info: VideoInfo, number: int, pattern: SequencePattern, name: str) -> tuple[str, int]:
+def _empty_pass(
+    info: VideoInfo, number: int, pattern: SequencePattern, name: str, header: PassHeader
+) -> tuple[str, int]:
     import numpy as np
     import OpenImageIO as oiio
 
-    from pipeline.passes.layers import pass_dtype, pass_header, sequence_pass_spec
+    from pipeline.passes.layers import pass_dtype, sequence_pass_spec
     from pipeline.plates.frames import write_plate
     from pipeline.store import storage
 
@@ -104,6 +115,6 @@ def _empty_pass(info: VideoInfo, number: int, pattern: SequencePattern, name: st
         plate_spec = oiio.ImageSpec(image.spec())
         image.close()
     # The plate's frames are read as ``sequence.dtype``: the same pass format as the rendered frames'.
-    spec = sequence_pass_spec(plate_spec, name, info.sequence.dtype, pass_header(info))
+    spec = sequence_pass_spec(plate_spec, name, info.sequence.dtype, header)
     zeros = np.zeros((info.height, info.width, spec.nchannels), pass_dtype(name, info.sequence.dtype))
     return write_plate(pattern.frame_url(number), zeros, spec)
