@@ -77,7 +77,7 @@ class JobLoop:
         infos: list[ActorInfo],
         runs: list[ShotRun],
         embeddings: dict[str, np.ndarray],
-        workers: ShotWorkers | None = None,
+        workers: ShotWorkers,
     ) -> None:
         self.spec = prepared.spec
         self.prepared = prepared
@@ -90,9 +90,7 @@ class JobLoop:
         self.merging: dict[str, Future[Published]] = {}
         self.reviews: dict[str, Future[ReviewOutputs]] = {}
         """Shot -> its review media being written (``output.review``), collected by the driver."""
-        if workers is None:
-            workers = planner_actors(prepared, embeddings)
-        workers.embeddings = embeddings
+        workers.embeddings = embeddings  # started before the identities' embeddings were known
         self.workers = workers
         self.steps: dict[Future[ShotStep], tuple[str, int | None]] = {}
         """Calls on the planner actors in flight -> (shot, the chunk whose faces it took or None: the
@@ -469,10 +467,11 @@ class JobLoop:
         self.ledger.shot_failed(run.name, spec_key=run.shot.spec_key, error=message)
 
 
-def planner_actors(prepared: PreparedJob, embeddings: dict[str, np.ndarray] | None = None) -> ShotWorkers:
-    """The job's planner actors (``resources.planner_actors``, at most one per planned shot)."""
+def planner_actors(prepared: PreparedJob) -> ShotWorkers:
+    """The job's planner actors (``resources.planner_actors``, at most one per planned shot), started
+    before the identities' embeddings are known (the loop gives them to each shot's first call)."""
     return ShotWorkers(
-        PlanContext.of(prepared, embeddings or {}),
+        PlanContext.of(prepared, {}),
         manifest_key=prepared.manifest.signing_key,
         count=prepared.spec.resources.planner_actors,
         shots=[p.ref.name for p in prepared.planned],
