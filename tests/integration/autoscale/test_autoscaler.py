@@ -34,8 +34,10 @@ from tests.raytools import RAY_ENV, REPO
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 logger = logging.getLogger(__name__)
 
-SHOTS = {"sh010": 16.0, "sh020": 12.0}
-"""Shot -> seconds at 24 fps: 28 one-second chunks, many more than the cluster's nodes."""
+SHOTS = {"sh010": 40.0, "sh020": 30.0}
+"""Shot -> seconds at 24 fps: 70 one-second chunks, many more than the cluster's nodes, and enough that
+the work left when a node is killed outlasts its replacement's start (28 chunks were done by the
+surviving actor in 7 s, before the replacement was up)."""
 IDLE_TIMEOUT_MINUTES = 0.1
 """The autoscaler removes a worker node idle this long (6 s)."""
 
@@ -156,7 +158,7 @@ def test_ray_job_submit_scales_from_zero_and_back(media, reference, tmp_path) ->
             summary = json.loads(Path(out, ".recast-work", "autoscale-submit", "summary.json").read_text())
             chunks = sum(s["chunks"] for s in summary["shots"])
             nodes_used = {a["node_id"] for a in summary["actor_info"]}
-            assert len(nodes_used) == 2 and chunks == 28
+            assert len(nodes_used) == 2 and chunks == int(sum(SHOTS.values()))
             assert watch.first_up is not None
             logger.warning(
                 "FIGURES autoscale: submit to first worker node %.1fs, to first actor ready %.1fs "
