@@ -50,10 +50,11 @@ from actors.results import (
     PackInfo,
     SegmentResult,
     SequencePass,
+    VideoLayersPlan,
     analysis_stages,
 )
 from actors.review import REVIEW_PASS, PlateView, ReviewSegment, upload
-from actors.segments import ChunkSegments
+from actors.segments import ChunkSegments, PassLayers
 from pipeline.errors import RecastError, SpecError
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.detectsize import DetectTiles
@@ -95,6 +96,7 @@ class RenderWorker(PictureEmbeddings):
         self._renderers: dict[FaceConfig, Renderer] = {}  # one per shot-level faces config, made on first use
         self.plates = PlateFrames(config.codec_threads)  # image-sequence reading and writing
         self.frames = ChunkFrames(self.plates, config.codec_threads, config.decode_cache_mb)
+        self.pass_layers = PassLayers()  # a video's pass frames (their colour made once per config)
         started = time.perf_counter()
         try:
             self._setup()
@@ -249,11 +251,12 @@ class RenderWorker(PictureEmbeddings):
         segment_url: str,
         faces: FaceConfig | None = None,
         review: ReviewLook | None = None,
+        layers: VideoLayersPlan | None = None,
     ) -> SegmentResult:
         """Render ``chunk`` with the planned tasks, encode it and upload it to ``segment_url``.
 
         ``faces``: the shot's own render settings (None: the job's).  ``review``: also write the
-        chunk's review segment, laid out and burnt in so (:mod:`actors.review`)."""
+        chunk's review segment so (:mod:`actors.review`); ``layers``: the pass frames (:mod:`actors.segments`)."""
         run = self._start(info, chunk, tasks_per_frame, faces)
         source, reused = self.frames.for_render(shot_url, info, chunk)
         threads = self.config.codec_threads
@@ -264,8 +267,9 @@ class RenderWorker(PictureEmbeddings):
                 if review is None
                 else ReviewSegment(path, info, chunk, review, tasks_per_frame, threads=threads)
             )
+            frame_layers = None if layers is None else self.pass_layers.layers(info, layers, threads)
             with ChunkSegments(
-                tmp, info, encoder, chunk, self.config.passes, threads=threads, review=rev
+                tmp, info, encoder, chunk, threads=threads, layers=frame_layers, review=rev
             ) as segments:
                 times: StageTimes = run_stages(
                     source,

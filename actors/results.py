@@ -139,6 +139,17 @@ class SequencePass:
     frames: tuple[FrameFile, ...]
 
 
+@dataclass(frozen=True)
+class VideoLayersPlan:
+    """What a video chunk's matte and face pass frames are (``output.passes``): each pass's frame
+    pattern, the shot's OCIO config (the face pass's scene-linear space) and the source frames
+    ``[first, end)`` the shot delivers (a chunk writes pass frames only for those)."""
+
+    urls: dict[str, str]
+    config: str
+    delivered: tuple[int, int]
+
+
 ChunkPass = VideoPass | SequencePass
 """A chunk's pass: a segment (video) or frames (image sequence)."""
 

@@ -1,47 +1,108 @@
-"""A video chunk's encoded segments: the output's, one per compositing pass (ProRes 4444) and the
-review segment (H.264, :mod:`actors.review`) when the job makes review movies.
+"""A video chunk's files: the output's encoded segment, its matte and face pass frames (EXR, written
+whole under their frame numbers, :mod:`pipeline.passes.video`) and the review segment (H.264,
+:mod:`actors.review`) when the job makes review movies.
 
 Each segment is encoded to a local file, hashed, then uploaded whole to the job's work
-area; the driver merges every kind's segments like the output's.
+area; the driver merges every kind's segments like the output's.  Pass frames are written
+on writer threads to their own patterns, each atomically (a temporary name, then a rename or
+one PUT), as an image sequence's frames are.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
+
+import numpy as np
 
 from actors.batches import Rendered
-from actors.results import VideoPass
+from actors.results import FrameFile, SequencePass, VideoLayersPlan, VideoPass
 from actors.review import REVIEW_PASS, ReviewSegment, review_segment_url, upload
-from pipeline.colour import ColourTags, written_tags
-from pipeline.passes.layers import video_pass_frames
+from pipeline.colour import ColourTags
+from pipeline.passes.naming import LAYERS
+from pipeline.stages import OrderedPool
 from pipeline.video.chunking import Chunk
 from pipeline.video.decode import Frame
-from pipeline.video.encode import EncoderChoice, EncodeSettings, SegmentWriter, choose_encoder
+from pipeline.video.encode import EncoderChoice, SegmentWriter
 from pipeline.video.probe import VideoInfo
 
-VIDEO_PASSES = ("matte", "face")
-"""Passes written as movies with the output (``tracks`` is written by the driver)."""
+
+class PassLayers:
+    """An actor's video pass converters (:class:`~pipeline.passes.video.VideoPassConverter`), one per
+    colour config, colour tags and rate (each OCIO config read once, not once per chunk), and the
+    chunks' pass writers."""
+
+    def __init__(self) -> None:
+        self._made: dict[Any, Any] = {}
+
+    def layers(self, info: VideoInfo, plan: VideoLayersPlan, codec_threads: int) -> VideoLayers:
+        """The writers of a chunk's pass frames (one per core, two at least, when ``codec_threads`` is 0)."""
+        threads = max(2, codec_threads or os.cpu_count() or 2)
+        return VideoLayers(info, plan, self.converter(info, plan.config), threads=threads)
+
+    def converter(self, info: VideoInfo, config: str) -> Any:
+        from pipeline.passes.video import VideoPassConverter
+
+        tags = ColourTags.of(info.color_primaries, info.color_trc, info.colorspace, info.color_range)
+        key = (config, tags, info.frame_rate)
+        if key not in self._made:
+            self._made[key] = VideoPassConverter(config, tags, info.frame_rate)
+        return self._made[key]
 
 
-def pass_segment_url(segment_url: str, name: str) -> str:
-    """``…/00003-<key>.mp4`` -> ``…/00003-<key>.<name>.mov``."""
-    return os.path.splitext(segment_url)[0] + f".{name}.mov"
+class VideoLayers:
+    """Writes a video chunk's matte and face pass frames to their patterns on ``threads`` writer threads."""
 
+    def __init__(self, info: VideoInfo, plan: VideoLayersPlan, converter: Any, *, threads: int) -> None:
+        from pipeline.plates.sequence import parse_sequence_url
 
-def pass_encoder(info: VideoInfo, colour: ColourTags | None = None) -> tuple[VideoInfo, EncoderChoice]:
-    """The 16-bit RGB source description and ProRes 4444 (with alpha) encoder of the pass movies.
+        self.info, self.plan, self.converter = info, plan, converter
+        self.patterns = {name: parse_sequence_url(url) for name, url in plan.urls.items() if name in LAYERS}
+        self.pool = OrderedPool[dict[str, FrameFile]](threads)
+        self._done: dict[str, SequencePass] | None = None
 
-    ``colour``: the output's tags, which the passes carry too (None: the source's)."""
-    deep = dataclasses.replace(info, bit_depth=16, pix_fmt="yuva444p10le")
-    choice = choose_encoder(EncodeSettings(codec="prores_4444"), deep)
-    tags = written_tags("prores_4444", colour) if colour is not None else choice.colour
-    return deep, dataclasses.replace(choice, pix_fmt="yuva444p10le", colour=tags)
+    def write(self, frame: Frame, out: np.ndarray, matte: np.ndarray | None) -> None:
+        """Queue the pass frames of source frame ``frame`` (rendered as ``out``), if the shot delivers it."""
+        first, end = self.plan.delivered
+        if self.patterns and first <= frame.index < end:
+            self.pool.submit(self._write, (frame, out, matte))
+
+    def _write(self, item: tuple[Frame, np.ndarray, np.ndarray | None]) -> dict[str, FrameFile]:
+        from pipeline.passes.layers import sequence_pass_pixels, sequence_pass_spec
+        from pipeline.passes.video import video_frame_spec
+        from pipeline.plates.frames import write_plate
+
+        frame, out, matte = item
+        height, width = out.shape[:2]
+        a = np.zeros((height, width), np.float32) if matte is None else matte
+        values = sequence_pass_pixels(frame.rgb, out, a, (0, 1, 2), self.converter.to_pass)
+        number = self.info.frame_number(frame.index)
+        header = video_frame_spec(self.info, frame.index)
+        written = {}
+        for name, pattern in self.patterns.items():
+            spec = sequence_pass_spec(header, name, np.dtype(np.uint16), self.converter.header)
+            sha, size = write_plate(pattern.frame_url(number), values[name].astype(np.float16), spec)
+            written[name] = FrameFile(number, sha, size)
+        return written
+
+    def finish(self) -> dict[str, SequencePass]:
+        """Every pass's frames written (waits for the writers; their first error is raised here)."""
+        if self._done is None:
+            files: dict[str, list[FrameFile]] = {name: [] for name in self.patterns}
+            for written in self.pool.results():
+                for name, file in written.items():
+                    files[name].append(file)
+            self._done = {
+                name: SequencePass(url=self.plan.urls[name], frames=tuple(f)) for name, f in files.items()
+            }
+        return self._done
+
+    def close(self) -> None:
+        """Stop the writers (frames not started yet are not written)."""
+        self.pool.__exit__(None, None, None)
 
 
 @dataclass(frozen=True)
@@ -50,11 +111,11 @@ class UploadedSegments:
 
     sha256: str
     bytes: int
-    passes: dict[str, VideoPass]
+    passes: dict[str, VideoPass | SequencePass]
 
 
 class ChunkSegments:
-    """The output's segment writer plus one per pass, fed :class:`Rendered` frames in order."""
+    """The output's segment writer plus the pass frames' writers, fed :class:`Rendered` frames in order."""
 
     def __init__(
         self,
@@ -62,9 +123,9 @@ class ChunkSegments:
         info: VideoInfo,
         encoder: EncoderChoice,
         chunk: Chunk,
-        passes: Sequence[str],
         *,
         threads: int = 0,
+        layers: VideoLayers | None = None,
         review: ReviewSegment | None = None,
     ) -> None:
         self.folder = folder
@@ -74,25 +135,17 @@ class ChunkSegments:
         self.writer = self._stack.enter_context(
             SegmentWriter(self.path, info, encoder, chunk, threads=threads)
         )
-        self.pass_paths: dict[str, str] = {}
-        self.pass_writers: dict[str, SegmentWriter] = {}
-        names = [p for p in passes if p in VIDEO_PASSES]
-        if names:
-            deep, choice = pass_encoder(info, encoder.colour)
-            for name in names:
-                self.pass_paths[name] = os.path.join(folder, f"segment.{name}.mov")
-                writer = SegmentWriter(self.pass_paths[name], deep, choice, chunk, threads=threads)
-                self.pass_writers[name] = self._stack.enter_context(writer)
+        self.layers = layers
+        if layers is not None:
+            self._stack.callback(layers.close)
         self.review = self._stack.enter_context(review) if review is not None else None
 
     def write(self, item: Rendered) -> None:
         frame = item.frame
         out = Frame(index=frame.index, pts=frame.pts, rgb=item.pixels, alpha=frame.alpha, yuv=frame.yuv)
         self.writer.write(out)
-        if self.pass_writers:
-            layers = video_pass_frames(frame, item.pixels, item.matte)
-            for name, writer in self.pass_writers.items():
-                writer.write(layers[name])
+        if self.layers is not None:
+            self.layers.write(frame, item.pixels, item.matte)
         if self.review is not None:
             self.review.write(item)
         self.written += 1
@@ -103,14 +156,19 @@ class ChunkSegments:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stack.__exit__(exc_type, exc, tb)
+        try:
+            if exc_type is None and self.layers is not None:
+                self.layers.finish()  # every pass frame written before the writers stop
+        finally:
+            self._stack.__exit__(exc_type, exc, tb)
 
     def upload(self, segment_url: str) -> UploadedSegments:
-        """Upload every closed segment: the output's to ``segment_url``, each pass's next to it."""
+        """Upload every closed segment: the output's to ``segment_url``, the review's next to it; the
+        pass frames written (waited for)."""
         output = upload(self.path, segment_url)
-        passes = {
-            name: upload(path, pass_segment_url(segment_url, name)) for name, path in self.pass_paths.items()
-        }
+        passes: dict[str, VideoPass | SequencePass] = {}
+        if self.layers is not None:
+            passes.update(self.layers.finish())
         if self.review is not None:
             passes[REVIEW_PASS] = upload(self.review.path, review_segment_url(segment_url))
         return UploadedSegments(sha256=output.sha256, bytes=output.bytes, passes=passes)

@@ -2,21 +2,25 @@
 
 The output is assembled in a local temporary folder and appears at its
 destination only whole (an object-store PUT or a local rename); a failed
-merge leaves the destination as it was.
+merge leaves the destination as it was.  Frames the actors wrote whole (an image
+sequence's, a video's pass frames) are checked here: :func:`complete_frames`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cluster.state.fingerprints import output_fingerprint
 from pipeline.errors import RecastError, StorageError
+from pipeline.plates.sequence import frames_are, list_frames, parse_sequence_url
 from pipeline.store import storage
 from pipeline.store.hashing import sha256_file
 from pipeline.video.probe import VideoInfo
@@ -44,10 +48,9 @@ class Published:
     """Compositing passes published with the output."""
 
 
-NO_AUDIO = ""
-"""The audio source URL of a merge whose output carries no audio (a compositing pass)."""
-
 Window = tuple[int, int]
+Written = dict[int, tuple[str, int]]
+"""Frame number -> (sha256, bytes) of each frame written."""
 Digests = Mapping[str, str]
 """Segment URL -> its recorded sha256."""
 
@@ -63,7 +66,7 @@ class OutputMerge:
     audio_url: str
     signing: Signing | None
     window: Window | None
-    passes: dict[str, tuple[list[str], str]]
+    passes: dict[str, tuple[str, Written]]
     sha256: Digests | None
 
 
@@ -136,6 +139,48 @@ def merge_and_publish(
     return Published(stats, sha256, output_fingerprint(output_url))
 
 
+def complete_frames(
+    url: str, written: Written, numbers: Sequence[int], fill: Callable[[int], tuple[str, int]] | None = None
+) -> Published:
+    """A sequence at ``url`` complete: every one of ``numbers`` written (``fill`` writes those the actors
+    did not; None: none may be missing) and there at the size written (RecastError naming the frames
+    otherwise).  Its sha256 is its frame listing's (``<number> <sha256>`` lines)."""
+    from pipeline.video.merge import MergeStats
+
+    started = time.perf_counter()
+    frames = dict(written)
+    missing = [n for n in numbers if n not in frames]
+    if missing and fill is None:
+        raise RecastError(f"{url}: {frames_are(missing, 'not written')}")
+    if missing and fill is not None:
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="fill") as pool:
+            frames.update(zip(missing, pool.map(fill, missing), strict=True))
+    found = {f.number: f.size for f in list_frames(parse_sequence_url(url))}
+    bad = [n for n in numbers if found.get(n) != frames[n][1]]
+    if bad:
+        raise RecastError(f"{url}: {frames_are(bad, 'missing or not the size written')}")
+    listing = "".join(f"{n} {frames[n][0]}\n" for n in numbers)
+    stats = MergeStats(
+        frames=len(numbers), bytes=sum(frames[n][1] for n in numbers), seconds=time.perf_counter() - started
+    )
+    logger.info("%s: %d frames (%d filled in) in %.2f s", url, stats.frames, len(missing), stats.seconds)
+    return Published(
+        stats,
+        hashlib.sha256(listing.encode()).hexdigest(),
+        output_fingerprint(url),
+        {str(n): frames[n][0] for n in numbers},
+    )
+
+
+def _withdraw(passes: Mapping[str, tuple[str, Written]]) -> None:
+    """Remove the pass frames this job wrote (the checks found none there before it, or it was told
+    to overwrite them) when their output may not be published."""
+    for url, frames in passes.values():
+        pattern = parse_sequence_url(url)
+        for number in frames:
+            _remove_quietly(pattern.frame_url(number))
+
+
 def _remove_quietly(url: str) -> None:
     try:
         storage.remove(url, recursive=True)
@@ -170,11 +215,12 @@ class Publisher:
         signing: Signing | None,
         *,
         window: Window | None = None,
-        passes: dict[str, tuple[list[str], str]] | None = None,
+        passes: dict[str, tuple[str, Written]] | None = None,
         sha256: Digests | None = None,
     ) -> Future[Published]:
-        """Merge and publish the output, then each pass (pass -> (its segment URLs, its URL)); ``sha256``:
-        every segment's and pass segment's recorded sha256 (checked as each is fetched)."""
+        """Check each pass's frames the actors wrote (pass -> (its frame pattern, the frames written)),
+        then merge and publish the output; ``sha256``: every segment's recorded sha256 (checked as
+        each is fetched)."""
         merge = OutputMerge(segment_urls, info, output_url, audio_url, signing, window, passes or {}, sha256)
         return self._pool.submit(self._merge_all, merge)
 
@@ -182,6 +228,10 @@ class Publisher:
         if self._guard is not None:
             self._guard()
         overwrite = self._if_exists == "overwrite"
+        first, end = m.window if m.window is not None else (0, m.info.frame_count)
+        numbers = m.info.frame_numbers(first, end)
+        # Checked first: an output is never published without its passes.
+        done = {name: complete_frames(url, frames, numbers) for name, (url, frames) in m.passes.items()}
         try:
             published = self._merge(
                 m.segment_urls,
@@ -193,28 +243,10 @@ class Publisher:
                 segment_sha256=m.sha256,
                 overwrite=overwrite,
             )
-            if not m.passes:
-                return published
-            done = {}
-            for name, (urls, url) in m.passes.items():
-                # The passes are part of the output set: signed like it, published atomically like it.
-                pass_signing = None
-                if m.signing is not None:
-                    title = url.rsplit("/", 1)[-1]
-                    pass_signing = (m.signing[0].model_copy(update={"title": title}), m.signing[1])
-                done[name] = merge_and_publish(
-                    urls,
-                    m.info,
-                    url,
-                    NO_AUDIO,
-                    pass_signing,
-                    window=m.window,
-                    segment_sha256=m.sha256,
-                    overwrite=overwrite,
-                )
         except StorageError as exc:
             if exc.reason != storage.ALREADY_EXISTS:
                 raise
+            _withdraw(m.passes)  # no pass frames left behind without their output
             raise StorageError(
                 exc.url,
                 f"appeared after the job's checks; with output.if_exists: {self._if_exists} "

@@ -8,17 +8,12 @@ frame is there at the size written.  The output's sha256 is that of its frame li
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from cluster.publish.merge import Published
-from cluster.state.fingerprints import output_fingerprint
+from cluster.publish.merge import Published, Written, complete_frames
 from pipeline.errors import RecastError
-from pipeline.plates.sequence import frames_are, list_frames, parse_sequence_url
+from pipeline.plates.sequence import parse_sequence_url
 from pipeline.video.probe import VideoInfo
 from pipeline.video.sequence_types import SequencePattern
 
@@ -26,9 +21,6 @@ if TYPE_CHECKING:
     from pipeline.passes.layers import PassHeader
 
 logger = logging.getLogger(__name__)
-
-Written = dict[int, tuple[str, int]]
-"""Frame number -> (sha256, bytes) of a frame written."""
 
 
 def complete_sequence(
@@ -42,8 +34,9 @@ def complete_sequence(
 
     assert info.sequence is not None
     source, output = info.sequence.pattern, parse_sequence_url(output_url)
-    published = _complete(
-        info, output_url, written, lambda n: copy_plate(source.frame_url(n), output.frame_url(n))
+    numbers = info.sequence.numbers
+    published = complete_frames(
+        output_url, written, numbers, lambda n: copy_plate(source.frame_url(n), output.frame_url(n))
     )
     if not passes:
         return published
@@ -51,39 +44,10 @@ def complete_sequence(
 
     header = pass_header(info)  # the shot's, once: its OCIO config read once, not per frame filled in
     for name, (url, frames) in passes.items():
-        published.passes[name] = _complete(
-            info, url, frames, _EmptyPass(info, parse_sequence_url(url), name, header)
+        published.passes[name] = complete_frames(
+            url, frames, numbers, _EmptyPass(info, parse_sequence_url(url), name, header)
         )
     return published
-
-
-def _complete(
-    info: VideoInfo, url: str, written: Written, fill: Callable[[int], tuple[str, int]]
-) -> Published:
-    from pipeline.video.merge import MergeStats
-
-    assert info.sequence is not None
-    started = time.perf_counter()
-    numbers = info.sequence.numbers
-    frames = dict(written)
-    missing = [n for n in numbers if n not in frames]
-    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="fill") as pool:
-        frames.update(zip(missing, pool.map(fill, missing), strict=True))
-    found = {f.number: f.size for f in list_frames(parse_sequence_url(url))}
-    bad = [n for n in numbers if found.get(n) != frames[n][1]]
-    if bad:
-        raise RecastError(f"{url}: {frames_are(bad, 'missing or not the size written')}")
-    listing = "".join(f"{n} {frames[n][0]}\n" for n in numbers)
-    stats = MergeStats(
-        frames=len(numbers), bytes=sum(frames[n][1] for n in numbers), seconds=time.perf_counter() - started
-    )
-    logger.info("%s: %d frames (%d filled in) in %.2f s", url, stats.frames, len(missing), stats.seconds)
-    return Published(
-        stats,
-        hashlib.sha256(listing.encode()).hexdigest(),
-        output_fingerprint(url),
-        {str(n): frames[n][0] for n in numbers},
-    )
 
 
 class _EmptyPass:

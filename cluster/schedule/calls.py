@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.results import SegmentResult, SequencePass, pass_sha256
+from actors.results import SegmentResult, SequencePass, VideoLayersPlan, pass_sha256
+from cluster.checks.prepare import PlannedShot
 from cluster.schedule.shot_run import ChunkRender, ShotRun
 from cluster.schedule.work_queue import WorkItem
 from cluster.spec.job import JobSpec
 from cluster.state.manifest import RenderRecord
 from pipeline.geometry.types import FaceTask
+from pipeline.passes.naming import LAYERS
 from pipeline.review.frames import ReviewLook
 from pipeline.video.chunking import Chunk
 from pipeline.video.encode import EncoderChoice
@@ -171,6 +173,23 @@ def render_call(
             pass_urls=passes,
             review=plate_review,
         )
+    layers = video_layers(run.shot)
     return lambda actor: actor.render_chunk.remote(
-        url, info, chunk, tasks, encoder=encoder, segment_url=segment_url, faces=faces, review=review
+        url,
+        info,
+        chunk,
+        tasks,
+        encoder=encoder,
+        segment_url=segment_url,
+        faces=faces,
+        review=review,
+        layers=layers,
     )
+
+
+def video_layers(shot: PlannedShot) -> VideoLayersPlan | None:
+    """The matte and face pass frames a video shot's chunks write (None: no such pass asked)."""
+    urls = {name: url for name, url in shot.pass_urls.items() if name in LAYERS}
+    if not urls:
+        return None
+    return VideoLayersPlan(urls=urls, config=shot.settings.colour.config, delivered=shot.window.delivered)

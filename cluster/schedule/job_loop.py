@@ -369,7 +369,7 @@ class JobLoop:
             ref.url,
             self.provenance.signing(ref.output_url),
             window=window,
-            passes={name: ([s.passes[name].url for s in segments], pass_urls[name]) for name in layers},
+            passes={name: (pass_urls[name], sequence_frames(segments, name)) for name in layers},
             sha256=segment_sha256(segments),
         )
 

@@ -104,7 +104,7 @@ def segment_home(shot: PlannedShot, work_url: str) -> SegmentHome:
     folder = storage.join(work_url, "segments", shot.ref.name)
     if shot.is_sequence:
         return SegmentHome(frames_url=shot.ref.output_url, pass_urls=shot.pass_urls, folder=folder)
-    return SegmentHome(folder=folder)
+    return SegmentHome(pass_urls=shot.pass_urls, folder=folder)  # a video's pass frames: where published
 
 
 def log_progress(runs: Sequence[ShotRun], dispatcher: Dispatcher, elapsed: float) -> None:

@@ -153,6 +153,8 @@ class JobKeys:
         out = self.spec.output
         if out.passes:  # the chunk's pass segments or frames are part of what it produced
             parts["passes"] = [list(out.passes), out.pass_url]
+            if frames_url is None:  # a video's matte and face: scene-linear EXR frames (once ProRes movies)
+                parts["passes"].append("exr-scene-linear")
         if out.review is not None:  # the chunk's review segment
             parts["review"] = [out.review.layout, out.review.max_width]
         if self.spec.qc.enabled:  # measures recorded with the chunk

@@ -3,8 +3,8 @@
 Once a video shot is published its segments are removed (unless
 ``output.keep_segments``).  When the job is resubmitted with changed fixes, the
 chunks no fix touches keep their render keys, and the packets those renders
-made are in the published output (and each compositing pass's movie) byte for
-byte: the merge copies them.  So they are cut back out by stream copy
+made are in the published output byte for byte: the merge copies them (a
+chunk's pass frames are published where it wrote them, and must still be there).  So they are cut back out by stream copy
 (:mod:`pipeline.video.cut`), uploaded where their segments were, and committed
 again with the new files' sizes and sha256s.  The chunk's review segment, which
 the publish keeps, must still be there as recorded.
@@ -27,9 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actors.results import VideoPass
+from actors.results import SequencePass, VideoPass
 from actors.review import REVIEW_PASS
 from cluster.state.manifest import JobManifest, RenderRecord, SegmentHome
+from cluster.state.segment_record import frames_intact
 from pipeline.errors import RecastError
 from pipeline.store import storage
 from pipeline.store.hashing import fetch_verified, sha256_file, sha256_url
@@ -78,7 +79,7 @@ def recover_chunks(
         rec = manifest.render_record(shot, chunk.index, chunk.key, home)
         if rec is None or rec.frame_files or rec.frames != chunk.frames or not _review_kept(rec):
             continue
-        if any(name not in movies.pass_urls for name in _layers(rec)):
+        if any(name not in movies.pass_urls for name in _layers(rec)) or not _frames_kept(rec):
             continue
         found.append((chunk, rec))
     if not found:
@@ -111,8 +112,16 @@ def _published(manifest: JobManifest, shot: str, output_url: str) -> dict[str, A
 
 
 def _layers(rec: RenderRecord) -> list[str]:
-    """The record's compositing passes (each cut from its own movie); the review segment is kept as is."""
-    return [name for name in rec.passes if name != REVIEW_PASS]
+    """The record's compositing passes that are movies (each cut from its own); the review segment is
+    kept as is, and pass frames where they were written."""
+    return [
+        name for name, entry in rec.passes.items() if name != REVIEW_PASS and isinstance(entry, VideoPass)
+    ]
+
+
+def _frames_kept(rec: RenderRecord) -> bool:
+    """The chunk's pass frames (a video's matte and face EXRs) are all there at the sizes written."""
+    return all(frames_intact(e.url, e.frames) for e in rec.passes.values() if isinstance(e, SequencePass))
 
 
 def _review_kept(rec: RenderRecord) -> bool:

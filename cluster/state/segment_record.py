@@ -105,13 +105,13 @@ class RenderRecord:
         if not self.frame_files:
             if storage.size(self.segment_url) != self.bytes:
                 return False
-        elif not _frames_intact(self.segment_url, self.frame_files):
+        elif not frames_intact(self.segment_url, self.frame_files):
             return False
         for entry in self.passes.values():
             if isinstance(entry, VideoPass):
                 if storage.size(entry.url) != entry.bytes:
                     return False
-            elif not _frames_intact(entry.url, entry.frames):
+            elif not frames_intact(entry.url, entry.frames):
                 return False
         return True
 
@@ -127,9 +127,14 @@ class RenderRecord:
             return None
         if home.folder is None or self.frame_files:
             return self.segment_url
-        for url in [self.segment_url, *(entry.url for entry in self.passes.values())]:
-            if not is_file_in(url, home.folder):
-                return url
+        if not is_file_in(self.segment_url, home.folder):
+            return self.segment_url
+        for name, entry in self.passes.items():
+            # A video's pass frames are written where they are published; its segments in the folder.
+            if isinstance(entry, SequencePass) and entry.url != home.pass_urls.get(name):
+                return entry.url
+            if isinstance(entry, VideoPass) and not is_file_in(entry.url, home.folder):
+                return entry.url
         return None
 
     def content_mismatch(self) -> str | None:
@@ -211,7 +216,7 @@ def _text(value: Any) -> str:
     return value
 
 
-def _frames_intact(pattern: str, files: Sequence[FrameFile]) -> bool:
+def frames_intact(pattern: str, files: Sequence[FrameFile]) -> bool:
     from pipeline.plates.sequence import list_frames, parse_sequence_url
 
     sizes = {f.number: f.size for f in list_frames(parse_sequence_url(pattern))}

@@ -8,6 +8,7 @@
   identity and whether the face was detected, bridged or missing (JSON lines), plus a
   Nuke ``.chan`` file per track.
 
-Video outputs get ProRes 4444 movies (the matte in alpha); image sequences get 16-bit
-half EXR sequences with the plate's frame numbers.
+Both are EXR sequences (half float; a float plate's face float): with the plate's frame
+numbers for image sequences, with a video's (from 0) for video (:mod:`pipeline.passes.video`);
+the face in scene-linear, tagged.
 """

@@ -2,15 +2,14 @@
 
 ``face = out - plate * (1 - matte)``: the replaced face premultiplied by the matte
 that blended it, so compositing it over the plate (``face + plate * (1 - matte)``)
-gives the output back.  Video: 16-bit RGB frames with alpha for the ProRes 4444
-pass writers (the matte movie shows the matte and carries it in alpha).  Image
-sequences: EXR frames with the plate's frame header (timecode, frame rate); the
+gives the output back.  Both are EXR frames with the plate's frame header (timecode,
+frame rate; a video's from :mod:`pipeline.passes.video`); the
 matte is a single half-float channel ``A``; the face is in scene-linear (the plate's
 own space when it is scene-linear, else the OCIO config's ``scene_linear`` role,
-e.g. ACEScg for an ACEScct DPX plate), premultiplied there, so the compositor's
+e.g. ACEScg for an ACEScct DPX plate or a video), premultiplied there, so the compositor's
 recipe is the plate made scene-linear, then ``face + plate * (1 - matte)`` (a
 ``merge over``) in that space.  Its header names the space (``colorspace``,
-``oiio:ColorSpace``) and its ``chromaticities``.
+``oiio:ColorSpace``) and its ``chromaticities`` (the matte carries those too).
 """
 
 from __future__ import annotations
@@ -22,10 +21,8 @@ from typing import Any
 import numpy as np
 import OpenImageIO as oiio
 
-from pipeline.video.decode import Frame
 from pipeline.video.probe import VideoInfo
 
-_TOP16 = 65535.0
 PASS_HEADER_ATTRIBUTES = (
     "smpte:TimeCode",
     "FramesPerSecond",
@@ -44,21 +41,6 @@ def face_layer(out: np.ndarray, plate: np.ndarray, matte: np.ndarray) -> np.ndar
     """``out - plate * (1 - matte)`` in float32 (``out``/``plate``: H x W x 3 in one value scale)."""
     a = matte[..., None].astype(np.float32)
     return out.astype(np.float32) - plate.astype(np.float32) * (1.0 - a)
-
-
-def video_pass_frames(frame: Frame, out: np.ndarray, matte: np.ndarray | None) -> dict[str, Frame]:
-    """The ``matte`` and ``face`` frames (16-bit RGB with alpha) of one rendered video frame."""
-    height, width = out.shape[:2]
-    a = np.zeros((height, width), np.float32) if matte is None else matte
-    alpha = np.rint(np.clip(a, 0.0, 1.0) * _TOP16).astype(np.uint16)
-    scale = _TOP16 / float(np.iinfo(out.dtype).max)
-    face = face_layer(out, frame.rgb, a) * scale
-    face16 = np.rint(np.clip(face, 0.0, _TOP16)).astype(np.uint16)
-    grey = np.repeat(alpha[..., None], 3, axis=-1)
-    return {
-        "matte": Frame(index=frame.index, pts=frame.pts, rgb=grey, alpha=alpha),
-        "face": Frame(index=frame.index, pts=frame.pts, rgb=face16, alpha=alpha),
-    }
 
 
 @dataclass(frozen=True)
@@ -93,7 +75,7 @@ def _pass_spec(
     spec = oiio.ImageSpec(int(plate_spec.width), int(plate_spec.height), len(channels), fmt)
     spec.channelnames = tuple(channels)
     spec.attribute("compression", compression)
-    # The face's colour is tagged below; a matte has none (it is coverage, not colour).
+    # The face's colour space is tagged below; a matte has none (it is coverage, not colour).
     retagged = ("colorspace", "chromaticities") if header is not None else ()
     for param in plate_spec.extra_attribs:
         if param.name in PASS_HEADER_ATTRIBUTES and param.name not in retagged:
@@ -106,9 +88,9 @@ def _pass_spec(
     if face:
         spec.attribute("colorspace", header.space)
         spec.attribute("oiio:ColorSpace", header.space)
-        chroma = header.chromaticities or plate_spec.getattribute("chromaticities")
-        if chroma is not None:
-            spec.attribute("chromaticities", oiio.TypeDesc("float[8]"), [float(v) for v in chroma])
+    chroma = header.chromaticities or plate_spec.getattribute("chromaticities")
+    if chroma is not None:  # the matte's too: the shot's comp space, where it is used
+        spec.attribute("chromaticities", oiio.TypeDesc("float[8]"), [float(v) for v in chroma])
     return spec
 
 

@@ -61,3 +61,17 @@ def add_frames(tc: str, frames: int, rate: Fraction) -> str:
     s, total_minutes = total_seconds % 60, total_seconds // 60
     m, h = total_minutes % 60, total_minutes // 60
     return f"{h:02d}:{m:02d}:{s:02d}{sep}{f:02d}"
+
+
+def smpte_packed(tc: str) -> int:
+    """``tc`` as the 32-bit BCD word of an EXR/DPX ``smpte:TimeCode`` (SMPTE 12M: hours in the top
+    byte, frames in the lowest; bit 6 of the frames byte set for drop-frame).  ValueError for a
+    malformed timecode."""
+    match = _TIMECODE_RE.match(tc.strip())
+    if match is None:
+        raise ValueError(f"timecode {tc!r} is not HH:MM:SS:FF")
+    hours, minutes, seconds, sep, ff = match.groups()
+    word = 0
+    for value in (int(hours), int(minutes), int(seconds), int(ff) % 100):
+        word = (word << 8) | ((value // 10) << 4) | (value % 10)
+    return word | (0x40 if sep in ";." else 0)

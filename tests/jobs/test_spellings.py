@@ -240,8 +240,8 @@ def test_the_authorised_places_are_every_written_place(site) -> None:
     written = [url for url, _ in written_urls(spec, shots, work_url_for(spec, shots))]
     assert written == [
         f"{site}/outok/plate.mp4",
-        f"{site}/outok/plate_matte.mov",
-        f"{site}/outok/plate_face.mov",
+        f"{site}/outok/plate_matte.####.exr",
+        f"{site}/outok/plate_face.####.exr",
         f"{site}/outok/plate_tracks.jsonl",
         f"{site}/outok/work",
     ]

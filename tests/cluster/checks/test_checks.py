@@ -137,9 +137,8 @@ def test_templates_that_leave_their_folder_are_refused(inputs, tmp_path, output,
         ({"short": "{out}/x.mp4", "long": "{out}/./x.mp4"}, "shots[1].output"),
         ({"short": "{out}//long.mp4"}, "output.url"),
         ({"short": "{link}/long.mp4"}, "output.url"),
-        # A shot's pass is another shot's output.
-        ({"long": "{out}/short_matte.mov"}, "shots[1].output"),
-        ({"short": "{out}/long_matte.mov"}, "output.passes"),
+        # Two outputs apart whose passes are the same frames (a video's passes drop its extension).
+        ({"short": "{out}/x.mp4", "long": "{out}/x.mov"}, "output.passes"),
     ],
 )
 def test_outputs_that_are_the_same_file_are_refused(inputs, tmp_path, outputs, field, no_ray) -> None:
@@ -182,7 +181,7 @@ def test_an_output_never_replaces_a_source(inputs, tmp_path, if_exists, no_ray) 
         prepare_job(parse_spec(spec), resume=None)
     assert err.value.field == "output.url"
     # A pass onto an identity picture is refused the same way.
-    picture = plates / "short_matte.mov"
+    picture = plates / "short_matte.0000.exr"
     picture.write_bytes(b"not really a picture, but read as one")
     spec = _spec(inputs, plates, if_exists=if_exists, passes=["matte"])
     spec["identities"]["hero"]["images"].append(str(picture))
@@ -241,12 +240,12 @@ def test_the_work_area_holds_neither_outputs_nor_inputs(inputs, tmp_path, no_ray
 
 
 def test_an_existing_pass_is_refused_like_an_existing_output(inputs, tmp_path, no_ray) -> None:
-    (tmp_path / "long_matte.mov").write_bytes(b"a compositor's matte")
-    with pytest.raises(SpecError, match="long_matte.mov .*pass.* already exists") as err:
+    (tmp_path / "long_matte.0003.exr").write_bytes(b"a compositor's matte")
+    with pytest.raises(SpecError, match="long_matte.*pass.* already exists") as err:
         prepare_job(parse_spec(_spec(inputs, tmp_path, passes=["matte"])), resume=None)
     assert err.value.field == "output.if_exists"
     prepare_job(parse_spec(_spec(inputs, tmp_path, passes=["matte"], if_exists="overwrite")), resume=None)
-    assert (tmp_path / "long_matte.mov").read_bytes() == b"a compositor's matte"
+    assert (tmp_path / "long_matte.0003.exr").read_bytes() == b"a compositor's matte"
 
 
 def test_a_refused_job_leaves_no_folders(inputs, tmp_path, no_ray) -> None:

@@ -1,7 +1,7 @@
 """Compositing passes through the whole job: the face layer over the plate with the matte gives the output.
 
-On a video shot (ProRes 4444 output and passes) and on an EXR sequence, with two
-actors and several chunks; the tracks pass's JSON lines and Nuke .chan files; and a
+On a BT.709 video shot (ProRes 4444 output, scene-linear EXR passes) and on EXR and DPX
+sequences, with two actors and several chunks; the tracks pass's JSON lines and Nuke .chan files; and a
 resubmitted job re-renders no pass of a finished chunk.
 """
 
@@ -13,14 +13,19 @@ from pathlib import Path
 
 import numpy as np
 import OpenImageIO as oiio
+import PyOpenColorIO as ocio
 import pytest
 
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
 from jobs.demo_media import make_face_clip, write_source_image
+from pipeline.plates.colour import CHROMATICITIES
+from pipeline.plates.probe import timecode_of
 from pipeline.video.decode import decode_range
 from pipeline.video.probe import probe
 from tests.plates import scene_linear, write_sequence
+
+AP1 = CHROMATICITIES["lin_ap1_scene"]
 
 pytestmark = pytest.mark.ray
 
@@ -55,35 +60,56 @@ def _sha(path: str) -> str:
 
 
 def test_video_passes_composite_to_the_output(ray_local, tmp_path) -> None:
+    """A BT.709 video: the face pass is scene-linear (ACEScg) EXR frames numbered from 0, and the plate
+    made linear (the config's own ``Gamma 2.4 Encoded Rec.709``), ``face + plate * (1 - matte)`` is
+    the output made linear, within the output codec's own error."""
     clip = make_face_clip(str(tmp_path / "plate.mov"), seconds=2, width=320, height=180, gop=24, audio=False)
     source = write_source_image(str(tmp_path / "source.jpg"))
-    out = str(tmp_path / "out" / "sc050.mov")
+    out_dir = tmp_path / "out"
+    out = str(out_dir / "sc050.mov")
     summary = run_job(parse_spec(_job(source, clip, out, codec="prores_4444xq")))
     assert summary.ok, summary.table()
-    plate = _decode(clip)
-    output = _decode(out)
-    matte = _decode(str(tmp_path / "out" / "sc050_matte.mov"))
-    face = _decode(str(tmp_path / "out" / "sc050_face.mov"))
-    assert len(plate) == len(output) == len(matte) == len(face) == 48
+    config = ocio.Config.CreateFromFile("ocio://default")
+    linear = config.getProcessor("Gamma 2.4 Encoded Rec.709", "ACEScg").getDefaultCPUProcessor()
+
+    def linearised(frames: list[np.ndarray]) -> list[np.ndarray]:
+        out = []
+        for f in frames:
+            values = np.ascontiguousarray(f[..., :3] / 65535, np.float32)
+            linear.applyRGB(values)
+            out.append(values)
+        return out
+
+    plate, output = linearised(_decode(clip)), linearised(_decode(out))
+    assert len(plate) == len(output) == 48
+    assert [p.name for p in out_dir.glob("*.mov")] == ["sc050.mov"]  # the passes are frames, not movies
     covered = 0
     stats: list[tuple[float, ...]] = []
-    for p, o, m, f in zip(plate, output, matte, face, strict=True):
-        assert m.shape[-1] == 4 and f.shape[-1] == 4
-        a = m[..., 3:4] / 65535
-        assert np.abs(f[..., 3:4] / 65535 - a).max() < 2e-3  # the face pass carries it too
-        composite = f[..., :3] + p * (1 - a)
-        error = np.abs(composite - o) / 257  # in 8-bit code values
-        # Both files are ProRes (lossy): the composite matches the output within the codec's own error,
-        # measured where no face is (there the output should be the plate, and differs by just that).
-        codec = np.abs(o - p)[(a[..., 0] == 0)] / 257
+    for n, (p, o) in enumerate(zip(plate, output, strict=True)):
+        matte_url, face_url = (str(out_dir / f"sc050_{name}.{n:04d}.exr") for name in ("matte", "face"))
+        matte, face = _read(matte_url), _read(face_url)
+        assert matte.shape[-1] == 1 and face.shape[-1] == 4
+        face_spec, matte_spec = oiio.ImageBuf(face_url).spec(), oiio.ImageBuf(matte_url).spec()
+        assert face_spec.getattribute("colorspace") == "ACEScg"
+        assert np.allclose(face_spec.getattribute("chromaticities"), AP1)
+        for spec in (face_spec, matte_spec):
+            assert tuple(spec.getattribute("FramesPerSecond")) == (24, 1)
+            assert timecode_of(spec) == f"01:00:{n // 24:02d}:{n % 24:02d}"
+        a = matte[..., :1]
+        assert np.abs(face[..., 3:4] - a).max() < 1e-3  # premultiplied by the matte it carries
+        composite = face[..., :3] + p * (1 - a)
+        error = np.abs(composite - o)
+        # The output is ProRes (lossy): the composite matches it within the codec's own error, measured
+        # where no face is (there the output should be the plate, and differs by just that).
+        codec = np.abs(o - p)[(a[..., 0] == 0)]
         stats.append((error.mean(), np.percentile(error, 99), codec.mean(), np.percentile(codec, 99)))
-        assert error.mean() <= codec.mean() + 0.1, stats[-1]
-        assert np.percentile(error, 99) <= np.percentile(codec, 99) + 0.5, stats[-1]
+        assert error.mean() <= codec.mean() + 1e-3, stats[-1]
+        assert np.percentile(error, 99) <= np.percentile(codec, 99) + 4e-3, stats[-1]
         covered += bool((a > 0.99).sum() > 100)
     assert covered >= 40, f"the matte covers a face in only {covered}/48 frames"
     print(
-        "FIGURE composite error (8-bit codes) mean, p99; codec error mean, p99:",
-        np.mean(stats, axis=0).round(3),
+        "FIGURE composite error (linear) mean, p99; codec error mean, p99:",
+        np.mean(stats, axis=0).round(5),
     )
     tracks = [
         json.loads(line) for line in Path(tmp_path / "out" / "sc050_tracks.jsonl").read_text().splitlines()

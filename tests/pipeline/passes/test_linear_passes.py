@@ -97,7 +97,9 @@ def test_face_pass_is_scene_linear_premultiplied_and_tagged(case: str, tmp_path:
         assert tuple(spec.getattribute("FramesPerSecond")) == (24, 1)
         assert timecode_of(spec) == timecode_of(plate_header)
     assert timecode_of(plate_header) == (None if settings["fmt"] == "tiff" else "01:00:00:00")
-    assert matte_spec.getattribute("colorspace") is None and matte_spec.getattribute("chromaticities") is None
+    # The matte is coverage: no colour space, but the shot's comp-space chromaticities like every pass EXR.
+    assert matte_spec.getattribute("colorspace") is None
+    assert np.allclose(matte_spec.getattribute("chromaticities"), AP1)
     assert matte_read.shape[-1] == 1
 
     # The comp recipe in scene-linear gives the output back, to half-float precision.

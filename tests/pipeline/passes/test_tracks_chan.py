@@ -67,7 +67,9 @@ def test_records_states_and_chan_lines() -> None:
 
 
 def test_pass_urls() -> None:
-    assert pass_url("s3://d/ep/sc010.mp4", "matte") == "s3://d/ep/sc010_matte.mov"
+    # A video's matte and face are EXR sequences too (its frames from 0), the face in scene-linear.
+    assert pass_url("s3://d/ep/sc010.mp4", "matte") == "s3://d/ep/sc010_matte.####.exr"
+    assert pass_url("/d/sc010.mov", "face", "/c/{shot}_{pass}", shot="sc010") == "/c/sc010_face.####.exr"
     assert pass_url("/d/sc010_recast.####.exr", "face") == "/d/sc010_recast_face.####.exr"
     assert pass_url("/d/sc010_recast.####.dpx", "matte") == "/d/sc010_recast_matte.####.exr"
     assert pass_url("/d/sc010.mov", "tracks") == "/d/sc010_tracks.jsonl"
