@@ -183,11 +183,22 @@ def prepare_job(
         if output_exists(shot.output_url):
             # Published by an earlier run of this very job, unchanged since, for the same inputs: keep it.
             record = manifest.published_output(shot.name, spec_key, shot.output_url) if resumed else None
-            if record is not None:
+            changed = None if record is None else manifest.passes_changed(record)
+            if record is not None and changed is None:
                 reused.append(ReusedShot(shot, info, plan, record, planned_one))
                 continue
-            # An image sequence an earlier run of this very job was writing (same key): resumed in place.
-            ours = planned_one.is_sequence and earlier_keys.get(shot.name) == spec_key
+            if changed is not None:
+                logger.warning(
+                    "%s: published by this job, but its pass %s changed since: its chunks are checked and "
+                    "those whose frames are gone rendered again",
+                    shot.name,
+                    changed,
+                )
+            # An image sequence an earlier run of this very job was writing (same key), or a published
+            # shot of this job whose pass frames changed: resumed in place.
+            ours = changed is not None or (
+                planned_one.is_sequence and earlier_keys.get(shot.name) == spec_key
+            )
             if spec.output.if_exists == "fail" and not ours:
                 raise SpecError(
                     "output.if_exists",

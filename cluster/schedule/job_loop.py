@@ -407,6 +407,7 @@ class JobLoop:
             render_keys=[run.render_keys[c.index] for c in run.shot.renders],
             frame_sha256=published.frame_sha256,
             passes=pass_files,
+            pass_fingerprints={run.shot.pass_urls[n]: p.fingerprint for n, p in published.passes.items()},
             review_flags=None if self.spec.output.review is None else [f.to_dict() for f in flags],
         )
         self.observer.shot_published(

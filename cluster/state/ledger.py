@@ -224,6 +224,7 @@ class Ledger:
         render_keys: list[RenderKey],
         frame_sha256: dict[str, str] | None = None,
         passes: dict[str, str] | None = None,
+        pass_fingerprints: dict[str, dict[str, Any]] | None = None,
         review_flags: list[dict[str, Any]] | None = None,
     ) -> None:
         record: dict[str, Any] = {
@@ -240,6 +241,9 @@ class Ledger:
         if passes:
             # pass -> sha256 (matte, face) or URL (tracks files)
             record["passes"] = {name: strip_userinfo(value) for name, value in passes.items()}
+        if pass_fingerprints:
+            # pass frames' URL -> their listing's fingerprint: a frame lost since is noticed on resume.
+            record["pass_fingerprints"] = {strip_userinfo(u): f for u, f in pass_fingerprints.items()}
         if review_flags is not None:
             # output.review: the flags its movie burns in, so a resume can make it again from records.
             record["review_flags"] = review_flags

@@ -525,3 +525,14 @@ class JobManifest:
         except StorageError:
             return None
         return record
+
+    def passes_changed(self, record: dict[str, Any]) -> str | None:
+        """The first pass of a published shot ``record`` whose frames changed or went since it was
+        published (None: none did, or the record names none)."""
+        for url, fingerprint in (record.get("pass_fingerprints") or {}).items():
+            try:
+                if output_fingerprint(url) != fingerprint:
+                    return str(url)
+            except StorageError:
+                return str(url)
+        return None

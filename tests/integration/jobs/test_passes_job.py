@@ -121,6 +121,42 @@ def test_video_passes_composite_to_the_output(ray_local, tmp_path) -> None:
     assert len(rows) >= 40 and all(len(r) == 10 for r in rows)
 
 
+def test_video_passes_of_delivered_frames_and_resume(ray_local, tmp_path) -> None:
+    """Part of a video delivered (``frames: 10-37``, two frames of handles analysed, not delivered): pass
+    frames 10-37 only; a
+    resubmitted job renders nothing again; a pass frame lost after the publish has its chunk rendered
+    again and the set is whole once more."""
+    clip = make_face_clip(str(tmp_path / "plate.mp4"), seconds=2, width=320, height=180, gop=24, audio=False)
+    source = write_source_image(str(tmp_path / "source.jpg"))
+    out_dir = tmp_path / "out"
+    spec = _job(
+        source,
+        clip,
+        str(out_dir / "sc050.mp4"),
+        passes=["matte", "face"],
+        include_handles=False,
+        if_exists="overwrite",
+    )
+    spec["shots"][0].update(frames="10-37", handles=2)
+    summary = run_job(parse_spec(spec))
+    assert summary.ok, summary.table()
+    names = sorted(p.name for p in out_dir.iterdir() if p.is_file())
+    assert names == sorted(
+        ["sc050.mp4", *(f"sc050_{pass_}.{n:04d}.exr" for pass_ in ("face", "matte") for n in range(10, 38))]
+    )
+    assert probe(str(out_dir / "sc050.mp4")).frame_count == 28
+    hashes = {name: _sha(str(out_dir / name)) for name in names}
+    # Resubmitted: the shot is found published, nothing is rendered or written again.
+    again = run_job(parse_spec(spec))
+    assert again.ok and again.shots[0].chunks_rendered == 0, again.table()
+    assert {name: _sha(str(out_dir / name)) for name in names} == hashes
+    # A pass frame removed after the publish: that chunk is rendered again, the set is whole again.
+    (out_dir / "sc050_face.0020.exr").unlink()
+    third = run_job(parse_spec(spec))
+    assert third.ok and third.shots[0].chunks_rendered == 1, third.table()
+    assert sorted(p.name for p in out_dir.iterdir() if p.is_file()) == names
+
+
 @pytest.mark.parametrize("fmt", ["exr", "dpx"])
 def test_sequence_passes_and_resume(fmt: str, ray_local, tmp_path) -> None:
     """An ACEScg EXR plate, and a 10-bit ACEScct DPX plate whose face pass is written in ACEScg: the
