@@ -101,15 +101,32 @@ def sequence_pass_pixels(
 
     ``plate``/``out``: the source and output pixels (every channel, the plate's dtype);
     ``to_pass`` turns their RGB into the face pass's colour space (scene-linear,
-    :meth:`~pipeline.plates.colour.PlateConverter.to_pass`), where the face is premultiplied."""
+    :meth:`~pipeline.plates.colour.PlateConverter.to_pass`), where the face is premultiplied.
+
+    Converted and computed only inside the box of what the render touched (the matte, and any
+    pixel the output changed, e.g. a burnt-in label): outside it the output is the plate's own
+    pixels and the matte 0, so the face is exactly 0 there, as the whole frame's sum would give."""
     idx = list(rgb)
-    src = to_pass(plate[..., idx])
-    dst = to_pass(out[..., idx])
-    face = face_layer(dst, src, matte)
-    return {
-        "matte": matte[..., None].astype(np.float32),
-        "face": np.concatenate([face, matte[..., None]], axis=-1),
-    }
+    height, width = matte.shape
+    face = np.zeros((height, width, 4), np.float32)
+    face[..., 3] = matte
+    box = _touched_box(plate[..., idx], out[..., idx], matte)
+    if box is not None:
+        y0, y1, x0, x1 = box
+        src = to_pass(plate[y0:y1, x0:x1][..., idx])
+        dst = to_pass(out[y0:y1, x0:x1][..., idx])
+        face[y0:y1, x0:x1, :3] = face_layer(dst, src, matte[y0:y1, x0:x1])
+    return {"matte": matte[..., None].astype(np.float32), "face": face}
+
+
+def _touched_box(plate: np.ndarray, out: np.ndarray, matte: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(top, bottom, left, right) bounds of the pixels where the matte is not 0 or the output differs
+    from the plate; None: none."""
+    touched = (matte != 0) | (out != plate).any(axis=-1)
+    rows, cols = np.flatnonzero(touched.any(axis=1)), np.flatnonzero(touched.any(axis=0))
+    if rows.size == 0:
+        return None
+    return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
 
 
 def pass_dtype(name: str, plate_dtype: np.dtype) -> np.dtype:

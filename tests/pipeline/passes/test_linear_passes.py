@@ -19,7 +19,7 @@ import PyOpenColorIO as ocio
 import pytest
 
 from actors.plates import PlateFrames
-from pipeline.passes.layers import pass_header
+from pipeline.passes.layers import face_layer, pass_header, sequence_pass_pixels
 from pipeline.plates.colour import CHROMATICITIES, PlateConverter, find_space
 from pipeline.plates.frames import merge_back, read_frame
 from pipeline.plates.probe import probe_sequence, timecode_of
@@ -148,3 +148,26 @@ def test_pass_frames_the_publish_fills_in_carry_the_same_header(tmp_path: Path) 
         == (24, 1)
     )
     assert matte_spec.getattribute("colorspace") is None
+
+
+def test_the_face_is_computed_where_the_render_touched_and_is_exactly_zero_elsewhere() -> None:
+    """Only the box of the matte and of changed pixels is converted: the same values as converting the
+    whole frame, a burnt-in label outside the matte kept (so face + plate * (1 - matte) is the output)."""
+    rng = np.random.default_rng(5)
+    plate = rng.integers(0, 65535, (120, 160, 3), dtype=np.uint16)
+    out = plate.copy()
+    matte = np.zeros((120, 160), np.float32)
+    matte[40:80, 60:110] = rng.random((40, 50), dtype=np.float32)
+    out[40:80, 60:110] = rng.integers(0, 65535, (40, 50, 3), dtype=np.uint16)
+    out[110:115, 5:30] = 65535  # a label drawn outside the matte
+
+    def to_pass(raw: np.ndarray) -> np.ndarray:
+        return (raw.astype(np.float32) / 65535.0) ** 2.2
+
+    got = sequence_pass_pixels(plate, out, matte, (0, 1, 2), to_pass)
+    whole = face_layer(to_pass(out), to_pass(plate), matte)
+    assert np.array_equal(got["face"][..., :3], whole) and np.array_equal(got["face"][..., 3], matte)
+    assert np.abs(got["face"][110:115, 5:30, :3]).min() > 0  # the label is in the face pass
+    assert not got["face"][:30, 120:, :3].any()  # untouched: exactly 0
+    untouched = sequence_pass_pixels(plate, plate, np.zeros_like(matte), (0, 1, 2), to_pass)
+    assert not untouched["face"].any() and not untouched["matte"].any()
