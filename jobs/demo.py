@@ -5,7 +5,9 @@
 
 Writes into ``./out/demo/``: the generated plate (``plates/astronaut.mp4``, the
 astronaut from scikit-image with a slow pan and zoom), the source face
-(``source.jpg``, from insightface's sample picture), the job spec
+(``source.jpg``, insightface's sample picture, of which the demo takes the face that
+suits a preview swap best: frontal, eyes open, by :func:`pipeline.faces.portrait.pick_portrait`,
+and says which and why), the job spec
 (``job.yaml``), the rendered shot (``astronaut.mp4``), a side-by-side
 before/after picture (``astronaut_before_after.png``) and the job summary
 (``summary.json``).  The same spec runs on a cluster with::
@@ -32,6 +34,7 @@ from jobs.demo_media import make_face_clip, write_source_image
 
 if TYPE_CHECKING:
     from cluster.report.summary import JobSummary
+    from pipeline.faces.portrait import PortraitPick
 
 SHOT = "astronaut"
 
@@ -56,12 +59,35 @@ def _read_json(path: str) -> object:
         return json.load(fh)
 
 
-def demo_spec(out_dir: str, plate: str, source: str, *, actors: int, cpus: int) -> dict:
+def pick_source_face(source: str) -> PortraitPick:
+    """The face of the source picture that suits the preview swapper best (the default pack's detector).
+
+    The built-in swapper pastes the source's eyes, nose and mouth as they are, so the
+    rule of :func:`~pipeline.faces.portrait.pick_portrait` wants a frontal face with both
+    eyes open; the same picture always gives the same face.
+    """
+    from pipeline.faces.pictures import load_picture
+    from pipeline.faces.portrait import pick_portrait
+    from pipeline.models.loader import load_detector
+    from pipeline.models.pack import BUILTIN_DEFAULT, load_pack
+    from pipeline.models.runtime.settings import ExecutionConfig
+
+    detector = load_detector(load_pack(BUILTIN_DEFAULT), ExecutionConfig(providers=("CPUExecutionProvider",)))
+    rgb = load_picture(source)
+    return pick_portrait(rgb, detector.detect(rgb))
+
+
+def demo_spec(
+    out_dir: str, plate: str, source: str, *, actors: int, cpus: int, face_index: int | None = None
+) -> dict:
+    """The demo's job; ``face_index`` None: the face :func:`pick_source_face` chooses."""
+    if face_index is None:
+        face_index = pick_source_face(source).index
     return {
         "job_id": "demo",
         "shots": [{"name": SHOT, "url": plate}],
-        # face 1 of the sample picture: frontal, eyes open (the preview swapper copies the source's expression)
-        "identities": {"hero": {"images": [source], "face_index": 1}},
+        # the face pick_source_face chose: the preview swapper copies the source's eyes and expression
+        "identities": {"hero": {"images": [source], "face_index": face_index}},
         "selection": {"mode": "all", "source": "hero"},
         "models": {"pack": "builtin:default"},
         "output": {"url": os.path.join(out_dir, "{shot}.mp4"), "codec": "h264", "if_exists": "overwrite"},
@@ -116,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     plate, source = write_demo_inputs(
         out_dir, seconds=args.seconds, width=args.width, height=args.height, fps=args.fps
     )
+    pick = pick_source_face(source)
+    print(f"demo: the hero is insightface's t1.jpg ({source}) {pick.reason()}")
     inputs_seconds = time.perf_counter() - started
     import ray
 
@@ -123,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         ray.init(logging_level=logging.WARNING)
     cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
     actors = args.actors or cpus
-    spec_data = demo_spec(out_dir, plate, source, actors=actors, cpus=cpus)
+    spec_data = demo_spec(out_dir, plate, source, actors=actors, cpus=cpus, face_index=pick.index)
     spec_path = os.path.join(out_dir, "job.yaml")
     with open(spec_path, "w") as fh:
         yaml.safe_dump(spec_data, fh, sort_keys=False)

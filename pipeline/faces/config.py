@@ -81,7 +81,8 @@ class FaceConfig(Frozen):
     occlusion: bool = False
     """Keep what covers a face (hands, hair) with the pack's occlusion matte (e.g. XSeg)."""
     color_match: bool = True
-    """Match the swapped face's colour statistics to the plate's face before pasting."""
+    """Match the swapped face's colour statistics to the plate's face before pasting (the built-in
+    swapper matches the inner face it pastes itself, whatever this says)."""
     mask_erode: float = Field(default=0.05, ge=0.0, le=0.4)
     """How far the paste mask's border is pulled in, as a fraction of the crop size."""
     mask_blur: float = Field(default=0.08, ge=0.0, le=0.5)

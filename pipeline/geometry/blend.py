@@ -1,4 +1,8 @@
-"""Paste an aligned crop back into a frame, and colour matching.
+"""Paste an aligned crop back into a frame, face masks, blending and colour matching.
+
+Masks of template-aligned crops: :func:`face_ellipse_mask` (brows to chin, the colour
+statistics' region) and :func:`inner_face_region` (eyes, nose, mouth and inner brows, the
+built-in swapper's); :func:`multiband_blend` blends one crop into another band by band.
 
 Paste-back warps the crop (and its mask) with the inverse affine into the region of
 interest only: the crop's footprint in the frame, clipped to the face box grown by a
@@ -9,10 +13,12 @@ frame's own dtype (uint8 or uint16), so 10-bit sources keep their depth.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import cv2
 import numpy as np
 
-from pipeline.geometry.align import invert_affine
+from pipeline.geometry.align import Template, invert_affine, template_points
 
 
 def feather_mask(crop_size: int, *, erode: float, blur: float) -> np.ndarray:
@@ -48,6 +54,94 @@ def face_ellipse_mask(crop_size: int, *, blur: float = 0.06) -> np.ndarray:
         # keep the blur inside the ellipse's area: shrink then renormalise the peak
         mask = np.clip((mask - 0.1) / 0.8, 0.0, 1.0)
     return mask
+
+
+INNER_FACE_OUTLINE = (
+    (0, -0.45, -0.30),
+    (0, 0.0, -0.50),
+    (1, 0.0, -0.50),
+    (1, 0.45, -0.30),
+    (1, 0.55, 0.10),
+    (1, 0.50, 0.45),
+    (4, 0.40, 0.0),
+    (4, 0.0, 0.50),
+    (3, 0.0, 0.50),
+    (3, -0.40, 0.0),
+    (0, -0.50, 0.45),
+    (0, -0.55, 0.10),
+)
+"""The inner face's outline: (template point, dx, dy), offsets in eye distances from one of
+the five ArcFace points (0/1 the eyes, 3/4 the mouth corners).  Its convex hull spans the
+brows up to half an eye distance above the eyes (cut off 0.45 beyond each eye's centre,
+before the brows' outer ends), the temples and cheeks 0.55 beside the eyes, the mouth with
+0.4 to spare on each side, and down to half an eye distance below the mouth: the chin's
+top, not the jaw line, not the hair."""
+
+
+def inner_face_region(crop_size: int, template: Template = "arcface") -> np.ndarray:
+    """(S, S) bool: the inner face (eyes, nose, mouth, inner brows) of a ``template`` crop.
+
+    The convex hull of :data:`INNER_FACE_OUTLINE` around the template's five points at
+    ``crop_size``: every aligned face has its eyes, nose and mouth inside it, and its
+    hair, brow ends and jaw line outside.
+    """
+    points = template_points(crop_size, template)
+    eyes = float(np.linalg.norm(points[1] - points[0]))
+    outline = np.array([points[k] + (dx * eyes, dy * eyes) for k, dx, dy in INNER_FACE_OUTLINE])
+    hull = cv2.convexHull(outline.astype(np.float32)).reshape(-1, 2)
+    region = np.zeros((crop_size, crop_size), np.uint8)
+    cv2.fillConvexPoly(region, np.round(hull * 16.0).astype(np.int32), 1, lineType=cv2.LINE_8, shift=4)
+    return region.astype(bool)
+
+
+def soft_region(region: np.ndarray, sigma: float) -> np.ndarray:
+    """(S, S) float32 in [0, 1]: ``region`` eroded by 2 ``sigma`` then blurred by ``sigma``.
+
+    1 inside, falling smoothly to about 0.02 at the region's edge and exactly 0 outside it.
+    """
+    mask = region.astype(np.uint8)
+    if sigma <= 0:
+        return mask.astype(np.float32)
+    radius = int(np.ceil(2.0 * sigma))
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+    core = cv2.erode(mask, kernel).astype(np.float32)
+    soft = cv2.GaussianBlur(core, (0, 0), sigmaX=sigma, sigmaY=sigma)
+    soft[~region] = 0.0
+    return np.clip(soft, 0.0, 1.0)
+
+
+def gaussian_pyramid(image: np.ndarray, levels: int) -> list[np.ndarray]:
+    """``image`` (float32) and ``levels`` halvings of it (``cv2.pyrDown``)."""
+    pyramid = [image]
+    for _ in range(levels):
+        pyramid.append(cv2.pyrDown(pyramid[-1]))
+    return pyramid
+
+
+def multiband_blend(src: np.ndarray, dst: np.ndarray, weights: Sequence[np.ndarray]) -> np.ndarray:
+    """Laplacian-pyramid blend of ``src`` over ``dst`` (float32, same shape), float32 out.
+
+    ``weights``: the Gaussian pyramid of the blend weight (:func:`gaussian_pyramid`, one
+    level more than the bands): each band of ``src`` is weighted by its level, so fine
+    detail switches over within a few pixels (no doubled edges) and tone over a wide
+    band (no step in colour).  Pure OpenCV arithmetic: the same bytes on every run.
+    """
+    levels = len(weights) - 1
+    src_pyr, dst_pyr = gaussian_pyramid(src, levels), gaussian_pyramid(dst, levels)
+    blended = []
+    for k in range(levels + 1):
+        if k < levels:
+            size = src_pyr[k].shape[1::-1]
+            s = src_pyr[k] - cv2.pyrUp(src_pyr[k + 1], dstsize=size)
+            d = dst_pyr[k] - cv2.pyrUp(dst_pyr[k + 1], dstsize=size)
+        else:
+            s, d = src_pyr[k], dst_pyr[k]
+        w = weights[k][..., None] if s.ndim == 3 else weights[k]
+        blended.append(d + w * (s - d))
+    image = blended[-1]
+    for band in reversed(blended[:-1]):
+        image = cv2.pyrUp(image, dstsize=band.shape[1::-1]) + band
+    return image
 
 
 def match_color(src: np.ndarray, ref: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:

@@ -102,6 +102,8 @@ class InSwapper:
     """Replaces aligned 128 px target faces with a prepared source identity."""
 
     template = "arcface"
+    paste_mask: np.ndarray | None = None
+    """Whole faces: the renderer colour matches and feathers them (see :class:`~pipeline.models.roles.Swapper`)."""
 
     def __init__(self, runner: Runner | None, entry: ModelEntry) -> None:
         where = str(entry.file)

@@ -46,6 +46,12 @@ class Swapper(Protocol):
     ``prepare`` runs once per identity; ``swap`` takes uint8 crops (N, S, S, 3);
     ``swap_tensor`` takes crops (N, 3, S, S) holding uint8 values as floats, and the
     sources :meth:`source_tensor` uploaded, and returns the same kind of tensor.
+
+    ``paste_mask``: None for a swapper that returns whole faces, which the renderer
+    colour matches and pastes through its feathered crop; an (S, S) float32 mask in
+    [0, 1] for one that changes only part of the crop and blends it into the target
+    itself (the built-in swapper): the renderer pastes through that mask times its
+    feather and leaves the colour as it is, so pixels outside the mask stay the plate's.
     """
 
     template: str
@@ -54,6 +60,11 @@ class Swapper(Protocol):
     @property
     def device(self) -> torch.device | None:
         """The torch device the model runs on; None when it does not run on torch."""
+        ...
+
+    @property
+    def paste_mask(self) -> np.ndarray | None:
+        """Where :meth:`swap` changes a crop, already blended (None: the whole face; see above)."""
         ...
 
     def prepare(self, identity: Identity) -> Any: ...

@@ -76,6 +76,9 @@ class RendererBase:
         swapper = models.swapper
         self.crop_size = int(swapper.crop_size)
         self.template = cast(Template, str(swapper.template))
+        # a swapper that blends its own region (the built-in one) is pasted through it, as it is
+        mask = swapper.paste_mask
+        self.paste_mask = None if mask is None else np.asarray(mask, dtype=np.float32)
         # per-identity work (latent, aligned source face) is done once, here
         self._prepared: dict[str, Any] = {
             name: i.prepared if i.prepared is not None else swapper.prepare(i)

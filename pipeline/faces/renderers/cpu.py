@@ -1,5 +1,9 @@
 """Render face tasks into frames with numpy and OpenCV: align, swap, optional enhance, paste back.
 
+A swapper with a ``paste_mask`` (the built-in one changes only the inner face, already
+colour matched and blended) is pasted through that mask and not recoloured, so the
+plate's pixels outside it are kept exactly.
+
 Model calls are batched across every face of every frame handed to :meth:`render`
 (``FaceConfig.batch_size`` faces per call).  Frames keep their dtype: models see a
 uint8 view, and the change a model makes is added back at full depth
@@ -93,9 +97,11 @@ class FaceRenderer(RendererBase):
                 matte[index] = np.zeros(frames[index].shape[:2], np.float32)
         for k, item in enumerate(items):
             result = swapped[k].astype(np.float32)
-            if self.config.color_match:
+            if self.config.color_match and self.paste_mask is None:
                 result = match_color(result, crops8[k], self._inner)
             mask = None if masks is None else masks[k]
+            if self.paste_mask is not None:
+                mask = self.paste_mask if mask is None else mask * self.paste_mask
             self._paste(
                 out[item.frame], item, crops[k], result, crops8[k], mask=mask, matte=matte[item.frame]
             )

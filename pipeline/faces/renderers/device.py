@@ -16,7 +16,8 @@ The steps, in order (the pixel operations are in
 * **swap**: :meth:`Swapper.swap_tensor <pipeline.models.roles.Swapper.swap_tensor>` with
   the sources of :meth:`~pipeline.models.roles.Swapper.source_tensor` (uploaded once per
   identity), ``config.batch_size`` faces per model call;
-* **colour match** and **paste** into the frames;
+* **colour match** and **paste** into the frames (a swapper with a ``paste_mask``, the
+  built-in one, is pasted through it and not recoloured: it matched its region itself);
 * **enhance** (``config.enhance``): FFHQ-template crops of the pasted frames,
   :meth:`Enhancer.enhance_tensor <pipeline.models.roles.Enhancer.enhance_tensor>`, a
   blend by ``enhance_blend``, pasted back the same way.
@@ -108,6 +109,8 @@ class DeviceFaceRenderer(RendererBase):
         self._sources: dict[str, torch.Tensor] = {}  # uploaded on first use, once per identity
         self._inner = torch.from_numpy(face_ellipse_mask(self.crop_size) > 0.5).to(self.device)
         self._alpha = self._feather(self.crop_size)
+        if self.paste_mask is not None:  # a swapper that blends its own region: pasted through it
+            self._alpha = self._alpha * torch.from_numpy(self.paste_mask)[None, None].to(self.device)
         self.enhance_size = int(self.enhancer.crop_size) if self.enhancer is not None else 0
         self.enhance_template = cast(Template, str(self.enhancer.template if self.enhancer else "ffhq"))
         self._enhance_alpha = self._feather(self.enhance_size) if self.enhancer is not None else None
@@ -221,7 +224,8 @@ class DeviceFaceRenderer(RendererBase):
         self.stage_seconds["swap"] += elapsed
 
         started = self._clock()
-        result8 = match_color(swapped8, crop8, self._inner) if self.config.color_match else swapped8
+        recolour = self.config.color_match and self.paste_mask is None
+        result8 = match_color(swapped8, crop8, self._inner) if recolour else swapped8
         full = crop_full + (result8 - crop8) * (top / 255.0) if deep else result8
         paste_faces(work, items, full, self._alpha, top, self._upload, matte=matte)
         self.stage_seconds["paste"] += self._clock() - started

@@ -27,8 +27,10 @@ def test_demo_writes_its_outputs(tmp_path, capsys, ray_session) -> None:
         assert probe(str(shot)).frame_count == probe(str(out / "plates" / "astronaut.mp4")).frame_count == 48
         picture = cv2.imread(str(out / "astronaut_before_after.png"))
         assert picture.shape == (120, 320, 3)
-        # Left (before) and right (after) differ: the face was replaced.
-        assert abs(picture[:, :160].astype(int) - picture[:, 160:].astype(int)).mean() > 2.0
+        # Left (before) and right (after) differ: the face was replaced.  Only its inner face
+        # (eyes, nose, mouth) since issue 35: 1.6 levels over the whole 160x120 picture.
+        assert abs(picture[:, :160].astype(int) - picture[:, 160:].astype(int)).mean() > 1.0
+        assert "demo: the hero is insightface's t1.jpg" in printed and "face 2 of 6: frontal" in printed
         summary = json.loads((out / "summary.json").read_text())
         # every frame's face, and the second face while it crosses (the demo's challenge)
         assert summary["ok"] and summary["shots"][0]["faces_swapped"] >= 48

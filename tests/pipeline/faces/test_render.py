@@ -144,7 +144,9 @@ def test_builtin_swapper_changes_only_faces_and_moves_them_towards_the_source(de
     before = default_models.recognizer.embed(frame, faces) @ astro.embedding
     after = default_models.recognizer.embed(out, faces) @ astro.embedding
     assert np.all(after > before + 0.2), (before, after)
-    assert np.all(after > 0.5)
+    # Only the inner face is the source's (since issue 35): each face keeps its hair, brow
+    # ends and jaw, which the recognizer sees too.  Measured: 0.48-0.63, mean 0.55.
+    assert np.all(after > 0.42) and after.mean() > 0.48, after
     seconds = processor.stage_seconds
     # The coarse stages, and the analysis pass's parts of detect and recognize (ANALYSIS_STAGES).
     assert set(seconds) == {"detect", "recognize", "align", "swap", "enhance", "paste", *ANALYSIS_STAGES}
