@@ -123,8 +123,10 @@ class SimulatedHostWorker:
         segment_url: str,
         faces: Any = None,
         review: Any = None,
+        layers: Any = None,
     ) -> SegmentResult:
-        """The real actor's ``render_chunk`` signature (``faces``, ``review``: unused by the simulation)."""
+        """The real actor's ``render_chunk`` signature (``faces``, ``review``, ``layers``: unused by the
+        simulation)."""
         async with self.busy.setdefault(slot, asyncio.Lock()):
             start = time.time()
             await asyncio.sleep(self.work.render_seconds)

@@ -153,14 +153,18 @@ def test_fixes_on_crossing_faces_and_a_hand(ray_local, default_models, tmp_path)
         assert np.array_equal(after[f], before[f]), f
 
     # The box: the face behind the hand is rendered now, and QC no longer flags it.  (Faint: the
-    # swapped face's colours are matched to the plate's there, a flat hand: about 9 grey levels
-    # from the plate on average over the box, against 1 for the re-encoded plate.)
+    # swapped face's colours are matched to the plate's there, a flat hand, and since issue 35 the
+    # built-in swapper pastes only the inner face: about 6 grey levels from the plate on average over
+    # the box, against 1 for the re-encoded plate.)
     assert not set(hidden) & unreplaced(second), sorted(unreplaced(second))
+    changes = []
     for f in hidden:
         box = keys[ends[0]]
         was = float(np.mean(np.abs(region(before[f], box) - region(plate[f], box))))
         now = float(np.mean(np.abs(region(after[f], box) - region(plate[f], box))))
-        assert was < 3.0 and now > max(6.0, 4.0 * was), (f, was, now)
+        changes.append((f, round(was, 2), round(now, 2)))
+        assert was < 3.0 and now > max(4.0, 4.0 * was), (f, was, now)
+    print("FIGURE the hidden frames' box, mean change from the plate (frame, before, after):", changes)
 
     # keep_plate: the astronaut's face is the plate's within codec tolerance, where it was swapped.
     # identity: the other face is closer to the new identity than to the old.
