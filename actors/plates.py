@@ -137,7 +137,18 @@ class PlateFrames:
             written = FrameFile(frame.pts, sha, size)
             if not layers:
                 return written, {}
-            return written, self._write_layers(frame, pixels, item.matte, layers, converter, header=header)
+            passes = write_layers(
+                frame.pixels,
+                pixels,
+                item.matte,
+                number=frame.pts,
+                patterns=layers,
+                header_spec=frame.spec,
+                to_pass=converter.to_pass,
+                pass_header=header,
+                rgb=converter.rgb,
+            )
+            return written, passes
 
         def put(item: Rendered) -> None:  # on the write stage's thread: frames in order
             if review is not None:
@@ -173,28 +184,35 @@ class PlateFrames:
             frames=main, passes={k: tuple(v) for k, v in passes.items()}, stages=stages, times=times
         )
 
-    @staticmethod
-    def _write_layers(
-        frame: Any,
-        pixels: np.ndarray,
-        matte: np.ndarray | None,
-        layers: Mapping[str, Any],
-        converter: Any,
-        *,
-        header: Any,
-    ) -> dict[str, FrameFile]:
-        """The matte and face pass frames of one plate frame, written whole under its number (``header``:
-        the shot's :class:`~pipeline.passes.layers.PassHeader`)."""
-        from pipeline.passes.layers import pass_dtype, sequence_pass_pixels, sequence_pass_spec
-        from pipeline.plates.frames import write_plate
 
-        height, width = pixels.shape[:2]
-        a = np.zeros((height, width), np.float32) if matte is None else matte
-        values = sequence_pass_pixels(frame.pixels, pixels, a, converter.rgb, converter.to_pass)
-        out = {}
-        for name, pattern in layers.items():
-            spec = sequence_pass_spec(frame.spec, name, frame.pixels.dtype, header)
-            data = values[name].astype(pass_dtype(name, frame.pixels.dtype))
-            sha, size = write_plate(pattern.frame_url(frame.pts), data, spec)
-            out[name] = FrameFile(frame.pts, sha, size)
-        return out
+def write_layers(
+    plate: np.ndarray,
+    out: np.ndarray,
+    matte: np.ndarray | None,
+    *,
+    number: int,
+    patterns: Mapping[str, Any],
+    header_spec: Any,
+    to_pass: Callable[[np.ndarray], np.ndarray],
+    pass_header: Any,
+    rgb: tuple[int, int, int] = (0, 1, 2),
+) -> dict[str, FrameFile]:
+    """The matte and face pass frames of one frame (``plate`` rendered as ``out``), each written whole
+    as frame ``number`` of its pattern (``patterns``: pass -> :class:`SequencePattern`); an image
+    sequence's and a video's alike.  ``header_spec``: the frame's header (an ``oiio.ImageSpec``: size,
+    timing); ``to_pass``: RGB to the face pass's scene-linear space; ``pass_header``: the shot's
+    :class:`~pipeline.passes.layers.PassHeader`; ``rgb``: the plate's RGB channels."""
+    from pipeline.passes.layers import pass_dtype, sequence_pass_pixels, sequence_pass_spec
+    from pipeline.plates.frames import write_plate
+
+    height, width = out.shape[:2]
+    a = np.zeros((height, width), np.float32) if matte is None else matte
+    values = sequence_pass_pixels(plate, out, a, rgb, to_pass)
+    written = {}
+    for name, pattern in patterns.items():
+        spec = sequence_pass_spec(header_spec, name, plate.dtype, pass_header)
+        sha, size = write_plate(
+            pattern.frame_url(number), values[name].astype(pass_dtype(name, plate.dtype)), spec
+        )
+        written[name] = FrameFile(number, sha, size)
+    return written

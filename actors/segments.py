@@ -19,6 +19,7 @@ from typing import Any, Self
 import numpy as np
 
 from actors.batches import Rendered
+from actors.plates import write_layers
 from actors.results import FrameFile, SequencePass, VideoLayersPlan, VideoPass
 from actors.review import REVIEW_PASS, ReviewSegment, review_segment_url, upload
 from pipeline.colour import ColourTags
@@ -71,22 +72,19 @@ class VideoLayers:
             self.pool.submit(self._write, (frame, out, matte))
 
     def _write(self, item: tuple[Frame, np.ndarray, np.ndarray | None]) -> dict[str, FrameFile]:
-        from pipeline.passes.layers import sequence_pass_pixels, sequence_pass_spec
         from pipeline.passes.video import video_frame_spec
-        from pipeline.plates.frames import write_plate
 
         frame, out, matte = item
-        height, width = out.shape[:2]
-        a = np.zeros((height, width), np.float32) if matte is None else matte
-        values = sequence_pass_pixels(frame.rgb, out, a, (0, 1, 2), self.converter.to_pass)
-        number = self.info.frame_number(frame.index)
-        header = video_frame_spec(self.info, frame.index)
-        written = {}
-        for name, pattern in self.patterns.items():
-            spec = sequence_pass_spec(header, name, np.dtype(np.uint16), self.converter.header)
-            sha, size = write_plate(pattern.frame_url(number), values[name].astype(np.float16), spec)
-            written[name] = FrameFile(number, sha, size)
-        return written
+        return write_layers(
+            frame.rgb,
+            out,
+            matte,
+            number=self.info.frame_number(frame.index),
+            patterns=self.patterns,
+            header_spec=video_frame_spec(self.info, frame.index),
+            to_pass=self.converter.to_pass,
+            pass_header=self.converter.header,
+        )
 
     def finish(self) -> dict[str, SequencePass]:
         """Every pass's frames written (waits for the writers; their first error is raised here)."""

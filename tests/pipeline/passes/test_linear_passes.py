@@ -18,7 +18,7 @@ import OpenImageIO as oiio
 import PyOpenColorIO as ocio
 import pytest
 
-from actors.plates import PlateFrames
+from actors.plates import write_layers
 from pipeline.passes.layers import face_layer, pass_header, sequence_pass_pixels
 from pipeline.plates.colour import CHROMATICITIES, PlateConverter, find_space
 from pipeline.plates.frames import merge_back, read_frame
@@ -79,7 +79,17 @@ def test_face_pass_is_scene_linear_premultiplied_and_tagged(case: str, tmp_path:
         for name in ("matte", "face")
     }
     (tmp_path / "out").mkdir()
-    written = PlateFrames._write_layers(frame, out, matte, layers, converter, header=header)
+    written = write_layers(
+        frame.pixels,
+        out,
+        matte,
+        number=frame.pts,
+        patterns=layers,
+        header_spec=frame.spec,
+        to_pass=converter.to_pass,
+        pass_header=header,
+        rgb=converter.rgb,
+    )
     assert set(written) == {"matte", "face"}
     number = info.frame_number(0)
     face, face_spec = _read(layers["face"].frame_url(number))
