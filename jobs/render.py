@@ -174,6 +174,11 @@ def _start_ray(ray: ModuleType, release: Callable[[], None]) -> None:
     crash (SIGSEGV) and once to hang; neither was reproduced, so this path does not rely on the
     interpreter's teardown at all: the lease is given back (``release``), Ray is shut down within
     :data:`STOP_SHUTDOWN_SECONDS`, and the process leaves at once with the stop's code.
+
+    Once Ray's core worker is up, a SIGTERM first reaches its native failure-signal handler (abseil's),
+    which logs the stack, sets an alarm that aborts the process 3 s later (SIGABRT: "crashed"), and
+    only then hands the signal to Python.  That alarm is cancelled here before the shutdown, which may
+    take longer than 3 s on a busy machine.
     """
     try:
         ray.init(log_to_driver=True, logging_level=logging.WARNING)
@@ -181,6 +186,7 @@ def _start_ray(ray: ModuleType, release: Callable[[], None]) -> None:
         stop = exc if isinstance(exc, SystemExit) else stopped_by(exc)
         if stop is None:
             raise
+        signal.alarm(0)  # abseil's abort timer (see above); nothing else of the driver sets one
         release()
         _leave_now(ray, stop.code)
 

@@ -73,7 +73,7 @@ import ray
 import ray._private.worker as worker
 
 point, marker = sys.argv.pop(1), sys.argv.pop(1)
-connected, wait = worker.Worker.set_is_connected, ray.wait
+connected, wait, shutdown = worker.Worker.set_is_connected, ray.wait, ray.shutdown
 
 
 def held(self, value):
@@ -83,6 +83,13 @@ def held(self, value):
         open(marker, "w").close()
         time.sleep(120)
     return connected(self, value)
+
+
+def slow_shutdown(*args, **kwargs):
+    # Longer than the 3 s after which the core worker's failure-signal handler aborts a process it saw
+    # a SIGTERM reach (a busy machine's shutdown): the stop must not read as a crash then either.
+    time.sleep(5)
+    return shutdown(*args, **kwargs)
 
 
 def waiting(*args, **kwargs):
@@ -104,6 +111,7 @@ def committed_then_held(write_render):
 
 if point == "connect":
     worker.Worker.set_is_connected = held
+    ray.shutdown = slow_shutdown
 elif point == "render":
     from cluster.state.manifest import JobManifest
 
@@ -115,7 +123,7 @@ runpy.run_module("jobs.render", run_name="__main__", alter_sys=True)
 """
 """``python -m jobs.render`` that creates a file at a point of its run (the first two arguments):
 ``connect``, inside ``ray.init`` between starting Ray's core worker and marking it connected (held
-there), ``wait``, its first ``ray.wait``, or ``render``, its first committed chunk record (held
+there; its ``ray.shutdown`` then takes 5 s), ``wait``, its first ``ray.wait``, or ``render``, its first committed chunk record (held
 there)."""
 
 
