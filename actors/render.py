@@ -64,6 +64,7 @@ from pipeline.geometry.types import Face, FaceTask
 from pipeline.review.frames import ReviewLook
 from pipeline.stages import StageTimes, run_stages
 from pipeline.store import storage
+from pipeline.store.retries import RetryTally
 from pipeline.video.chunking import Chunk
 from pipeline.video.decoders import VideoDecoder
 from pipeline.video.encode import EncoderChoice, EncodeSettings, choose_encoder
@@ -81,8 +82,8 @@ class RenderWorker(PictureEmbeddings):
 
     def __init__(self, config: RenderConfig, label: str = "actor") -> None:
         redact_actor_output()  # before set-up logs anything: Ray forwards it to the driver unfiltered
-        self.store = storage.configure(config.storage)  # before the pack or a picture is read
-        self._retries_reported = 0
+        # before the pack or a picture is read; its retries go with each result (set-up's with the first)
+        self.retries = RetryTally(storage.configure(config.storage))
         self.config = config
         self.label = label
         self.setup_error: RecastError | None = None
@@ -228,7 +229,7 @@ class RenderWorker(PictureEmbeddings):
             actor=self.label,
             faces_embedded=schedule.faces_chosen,
             warnings=tuple(tiles.notes) if tiles is not None else (),
-            storage_retries=self._storage_retries(),
+            storage_retries=self.retries.take(),
         )
 
     @ray.method(num_returns=2)
@@ -457,14 +458,8 @@ class RenderWorker(PictureEmbeddings):
             qc=tuple(batches.measures) if batches.qc is not None else (),
             # which frames got the mark, and its strength
             watermark=batches.mark.record() if batches.mark is not None else None,
-            storage_retries=self._storage_retries(),
+            storage_retries=self.retries.take(),
         )
-
-    def _storage_retries(self) -> int:
-        """Object-store retries made since the previous result (set-up's go with the first)."""
-        total = self.store.retries
-        since, self._retries_reported = total - self._retries_reported, total
-        return since
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,7 @@ class JobLoop:
         for name in [n for n, (_, f) in self.finishing.items() if f.done()]:
             published, finishing = self.finishing.pop(name)
             finished = finishing.result()  # an error (e.g. the tracks pass not written) ends the job
-            self.observer.planner_cpu_seconds += finished.cpu_seconds
+            self.observer.planner_answered(cpu_seconds=finished.cpu_seconds, retries=finished.storage_retries)
             self._published(self.by_name[name], published, finished)
 
     def _handle(self, outcome: Outcome) -> None:
@@ -282,7 +282,7 @@ class JobLoop:
             self._fail(run, f"tracking failed: {exc}")
             return
         self.ledger.records_written += step.records
-        self.observer.planner_cpu_seconds += step.cpu_seconds
+        self.observer.planner_answered(cpu_seconds=step.cpu_seconds, retries=step.storage_retries)
         self.prepared.manifest.add_notes(*step.notes)
         if run.done:
             return  # the shot already failed

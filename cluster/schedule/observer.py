@@ -197,6 +197,11 @@ class JobObserver:
             }
         )
 
+    def planner_answered(self, *, cpu_seconds: float, retries: int) -> None:
+        """A planner actor's call done: its CPU time and the object-store retries it made since its last."""
+        self.planner_cpu_seconds += cpu_seconds
+        self.summary.storage_retries += retries
+
     def analysis_reused(self, shot: str) -> None:
         self.shots[shot].analyses_reused += 1
 

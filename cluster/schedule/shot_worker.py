@@ -50,6 +50,8 @@ from pipeline.geometry.packing import packed
 from pipeline.geometry.types import Face
 from pipeline.qc.analyze import ShotQC
 from pipeline.qc.records import FaceMeasure
+from pipeline.store import storage
+from pipeline.store.retries import RetryTally
 from pipeline.tracking.tracker import TrackerState, track_chunk
 from pipeline.video.encode import EncoderChoice
 
@@ -77,6 +79,9 @@ class ShotStep:
     notes: tuple[list[str], list[str]] = ([], [])
     cpu_seconds: float = 0.0
     """The planner actor's CPU time in this call (the driver's would have been)."""
+    storage_retries: int = 0
+    """The planner actor's object-store retries since its previous answer (its set-up's and
+    prefetches' with the first)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class ShotFinish:
     qc: Any
     pass_files: dict[str, str]
     cpu_seconds: float = 0.0
+    storage_retries: int = 0
 
 
 @dataclass
@@ -114,6 +120,9 @@ class ShotWorker:
     """Tracks, plans and finishes the shots handed to it (the plain class; :data:`ShotWorkerActor`)."""
 
     def __init__(self, context: PlanContext, manifest_key: bytes | None) -> None:
+        # The job's storage settings, as the driver and render actors have them, before the manifest is
+        # read; its retries go with each answer (set-up's and prefetches' with the next one).
+        self.retries = RetryTally(storage.configure(context.spec.storage))
         self.context = context
         self.manifest = JobManifest(context.work_url, manifest_key)
         self.ledger = Ledger(self.manifest, resumed=context.resumed)
@@ -172,7 +181,9 @@ class ShotWorker:
         files = {}
         if "tracks" in pass_urls:
             files = write_tracks(state.shot, state.track_frames, pass_urls["tracks"], measures)
-        return ShotFinish(qc, files, cpu_seconds=time.thread_time() - cpu)
+        return ShotFinish(
+            qc, files, cpu_seconds=time.thread_time() - cpu, storage_retries=self.retries.take()
+        )
 
     def drop(self, shot: str) -> None:
         """Forget ``shot`` (it failed)."""
@@ -229,6 +240,7 @@ class ShotWorker:
             records=self.ledger.records_written - written,
             notes=self.manifest.take_notes(),
             cpu_seconds=time.thread_time() - cpu,
+            storage_retries=self.retries.take(),
         )
 
 

@@ -253,3 +253,17 @@ class StoreClient:
         """The last failed attempt of the operation open in this context (None: none failed)."""
         op = self._operation.get()
         return None if op is None else op.last_error
+
+
+@dataclass
+class RetryTally:
+    """A process's object-store retries handed on in parts (an actor's, with each of its answers)."""
+
+    client: StoreClient
+    taken: int = 0
+
+    def take(self) -> int:
+        """The retries made since the previous take (all of them, the first time)."""
+        total = self.client.retries
+        since, self.taken = total - self.taken, total
+        return since

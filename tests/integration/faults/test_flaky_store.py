@@ -78,6 +78,20 @@ def test_a_job_through_a_flaky_store_publishes_the_clean_bytes(
     assert _leftovers(fs, s3_bucket) == []
 
 
+def test_the_planner_actors_requests_are_retried_and_counted(flaky_ray: FlakyS3, s3_bucket, tmp_path) -> None:
+    """The tracking records are written by the planner actors, in processes of their own: their failed
+    requests are retried as the spec's ``storage:`` says and counted in the job's ``storage_retries``."""
+    media = _plate_on_s3(s3_bucket, str(tmp_path))
+    flaky_ray.faults = Faults(rate=0.5, kinds=("slowdown",), key="/track-")
+    summary = run_job(parse_spec(job_spec(media, f"{s3_bucket}/tracks", "tracks", storage=STORAGE)))
+    injected = flaky_ray.injected
+    flaky_ray.faults = Faults()
+    assert summary.ok, summary.table()
+    assert injected["slowdown"] >= 2, injected
+    # A 503 always gets an answer, so every one is a retry botocore sends: none is unseen.
+    assert summary.storage_retries == injected["slowdown"], (summary.storage_retries, injected)
+
+
 def test_an_output_that_cannot_be_uploaded_fails_the_job_in_bounded_time(
     flaky_ray: FlakyS3, s3_bucket, tmp_path
 ) -> None:
