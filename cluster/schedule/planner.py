@@ -25,7 +25,7 @@ from cluster.spec.shot_refs import ShotSettings
 from cluster.state.keys import JobKeys
 from cluster.state.ledger import Ledger
 from cluster.state.manifest import SegmentHome
-from cluster.state.recover import PublishedMovies, WantedChunk
+from cluster.state.recover import WantedChunk
 from pipeline.geometry.types import Face
 from pipeline.passes.tracks import TrackFrame, plan_track_frames
 from pipeline.tracking.fixes import FixOp
@@ -147,10 +147,9 @@ class ShotPlanner:
             for c in chunks
             if c.committed is None
         ]
-        movies = PublishedMovies(
-            shot.ref.output_url, {name: url for name, url in shot.pass_urls.items() if name != "tracks"}
+        recovered = self.ledger.recovered_segments(
+            shot.ref.name, wanted, home=home, output_url=shot.ref.output_url
         )
-        recovered = self.ledger.recovered_segments(shot.ref.name, wanted, home=home, movies=movies)
         return [
             dataclasses.replace(c, committed=recovered[c.chunk.index], recut=True)
             if c.chunk.index in recovered

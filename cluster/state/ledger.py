@@ -17,7 +17,7 @@ from typing import Any
 from cluster.spec.job import JobSpec
 from cluster.state.keys import AnalysisKey, RenderKey, ShotKey, TrackKey
 from cluster.state.manifest import JobManifest, RenderRecord, SegmentHome, digest
-from cluster.state.recover import PublishedMovies, WantedChunk, recover_chunks
+from cluster.state.recover import WantedChunk, recover_chunks
 from pipeline.errors import RecastError
 from pipeline.geometry.types import Face
 from pipeline.store import storage
@@ -190,14 +190,14 @@ class Ledger:
         return None
 
     def recovered_segments(
-        self, shot: str, wanted: list[WantedChunk], *, home: SegmentHome, movies: PublishedMovies
+        self, shot: str, wanted: list[WantedChunk], *, home: SegmentHome, output_url: str
     ) -> dict[int, RenderRecord]:
         """Chunks whose segments are gone, cut back out of the shot's published output and committed
         again (:mod:`cluster.state.recover`); chunk index -> its new record."""
         if not self.resumed or not wanted:
             return {}
         out = {}
-        for record in recover_chunks(self.manifest, shot, wanted, home=home, movies=movies):
+        for record in recover_chunks(self.manifest, shot, wanted, home=home, output_url=output_url):
             error = self.commit_segment(shot, record)
             if error is not None:
                 self.manifest.set_aside(f"{shot} chunk {record.chunk}: {error}; rendered again")

@@ -3,11 +3,12 @@
 Once a video shot is published its segments are removed (unless
 ``output.keep_segments``).  When the job is resubmitted with changed fixes, the
 chunks no fix touches keep their render keys, and the packets those renders
-made are in the published output byte for byte: the merge copies them (a
-chunk's pass frames are published where it wrote them, and must still be there).  So they are cut back out by stream copy
-(:mod:`pipeline.video.cut`), uploaded where their segments were, and committed
-again with the new files' sizes and sha256s.  The chunk's review segment, which
-the publish keeps, must still be there as recorded.
+made are in the published output byte for byte: the merge copies them.  So they
+are cut back out by stream copy (:mod:`pipeline.video.cut`), uploaded where their
+segments were, and committed again with the new files' sizes and sha256s.  The
+chunk's other files are not cut: its review segment, which the publish keeps,
+and its matte and face pass frames, published where it wrote them, must still be
+there as recorded.
 
 A chunk is cut out only when everything says the output holds exactly its
 render: the shot's record names this output URL, the output's fingerprint has
@@ -23,7 +24,7 @@ import dataclasses
 import logging
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,25 +51,12 @@ class WantedChunk:
     frames: int
 
 
-@dataclass(frozen=True)
-class PublishedMovies:
-    """Where a video shot's output and its compositing passes' movies are published."""
-
-    output_url: str
-    pass_urls: Mapping[str, str]
-
-
 def recover_chunks(
-    manifest: JobManifest,
-    shot: str,
-    wanted: Sequence[WantedChunk],
-    *,
-    home: SegmentHome,
-    movies: PublishedMovies,
+    manifest: JobManifest, shot: str, wanted: Sequence[WantedChunk], *, home: SegmentHome, output_url: str
 ) -> list[RenderRecord]:
-    """The records of ``wanted`` chunks cut back out of ``movies``, their segments uploaded (not yet
-    committed); empty when the published output cannot stand in for their segments."""
-    record = _published(manifest, shot, movies.output_url)
+    """The records of ``wanted`` chunks cut back out of the shot's published output ``output_url``, their
+    segments uploaded (not yet committed); empty when that output cannot stand in for their segments."""
+    record = _published(manifest, shot, output_url)
     if record is None:
         return []
     keys = record["render_keys"]
@@ -77,22 +65,20 @@ def recover_chunks(
         if chunk.index >= len(keys) or keys[chunk.index] != chunk.key:
             continue  # the published output holds another render of this chunk
         rec = manifest.render_record(shot, chunk.index, chunk.key, home)
-        if rec is None or rec.frame_files or rec.frames != chunk.frames or not _review_kept(rec):
-            continue
-        if any(name not in movies.pass_urls for name in _layers(rec)) or not _frames_kept(rec):
+        if rec is None or rec.frame_files or rec.frames != chunk.frames or not _passes_kept(rec):
             continue
         found.append((chunk, rec))
     if not found:
         return []
     names = ", ".join(str(chunk.index) for chunk, _ in found)
     try:
-        out = _cut(found, record, movies)
+        out = _cut(found, output_url=output_url, sha256=record["output_sha256"])
     except RecastError as exc:
         manifest.set_aside(
             f"{shot} chunk(s) {names}: could not be cut from the published output ({exc}); rendered again"
         )
         return []
-    logger.info("%s: chunk(s) %s cut back out of %s by stream copy", shot, names, movies.output_url)
+    logger.info("%s: chunk(s) %s cut back out of %s by stream copy", shot, names, output_url)
     return out
 
 
@@ -111,24 +97,20 @@ def _published(manifest: JobManifest, shot: str, output_url: str) -> dict[str, A
     return record
 
 
-def _layers(rec: RenderRecord) -> list[str]:
-    """The record's compositing passes that are movies (each cut from its own); the review segment is
-    kept as is, and pass frames where they were written."""
-    return [
-        name for name, entry in rec.passes.items() if name != REVIEW_PASS and isinstance(entry, VideoPass)
-    ]
+def _passes_kept(rec: RenderRecord) -> bool:
+    """The chunk's passes are all still there as recorded: its review segment (the publish keeps them)
+    and its pass frames (a video's matte and face EXRs, where it wrote them).  Any other pass (a pass
+    movie of an earlier Recast) cannot be cut from the output: the chunk is rendered again."""
+    for name, entry in rec.passes.items():
+        if isinstance(entry, SequencePass):
+            if not frames_intact(entry.url, entry.frames):
+                return False
+        elif name != REVIEW_PASS or not _segment_kept(entry):
+            return False
+    return True
 
 
-def _frames_kept(rec: RenderRecord) -> bool:
-    """The chunk's pass frames (a video's matte and face EXRs) are all there at the sizes written."""
-    return all(frames_intact(e.url, e.frames) for e in rec.passes.values() if isinstance(e, SequencePass))
-
-
-def _review_kept(rec: RenderRecord) -> bool:
-    """The chunk's review segment (if it has one) is there as recorded: the publish keeps them."""
-    entry = rec.passes.get(REVIEW_PASS)
-    if not isinstance(entry, VideoPass):
-        return entry is None
+def _segment_kept(entry: VideoPass) -> bool:
     try:
         return storage.size(entry.url) == entry.bytes and sha256_url(entry.url) == entry.sha256
     except RecastError:
@@ -136,44 +118,26 @@ def _review_kept(rec: RenderRecord) -> bool:
 
 
 def _cut(
-    found: list[tuple[WantedChunk, RenderRecord]], record: dict[str, Any], movies: PublishedMovies
+    found: list[tuple[WantedChunk, RenderRecord]], *, output_url: str, sha256: str
 ) -> list[RenderRecord]:
-    """Fetch each movie once (its sha256 checked), cut every chunk out of it, upload the cuts."""
-    sources: dict[str, tuple[str, str]] = {"": (movies.output_url, record["output_sha256"])}
-    published_passes = record.get("passes") or {}
-    for name in {n for _, rec in found for n in _layers(rec)}:
-        sha = published_passes.get(name)
-        if not isinstance(sha, str):
-            raise RecastError(f"pass {name!r} has no recorded sha256")
-        sources[name] = (movies.pass_urls[name], sha)
-    new: dict[int, dict[str, tuple[str, int, str]]] = {chunk.index: {} for chunk, _ in found}
+    """Fetch the output once (its sha256 checked), cut every chunk out of it, upload the cuts."""
     with tempfile.TemporaryDirectory(prefix="recast-recut-") as tmp:
-        for n, (name, (url, sha)) in enumerate(sorted(sources.items())):
-            local = fetch_verified(url, os.path.join(tmp, f"movie{n}{_ext(url)}"), sha)
-            cuts = []
-            for chunk, rec in found:
-                target = rec.segment_url if not name else rec.passes[name].url
-                cuts.append(
-                    Cut(chunk.first, chunk.frames, os.path.join(tmp, f"{n}-{chunk.index}{_ext(target)}"))
+        local = fetch_verified(output_url, os.path.join(tmp, f"output{_ext(output_url)}"), sha256)
+        cuts = [
+            Cut(chunk.first, chunk.frames, os.path.join(tmp, f"{chunk.index}{_ext(rec.segment_url)}"))
+            for chunk, rec in found
+        ]
+        counts = cut_segments(local, cuts, url=output_url)
+        os.remove(local)
+        out = []
+        for (chunk, rec), cut, count in zip(found, cuts, counts, strict=True):
+            if count != chunk.frames:
+                raise RecastError(
+                    f"{output_url}: chunk {chunk.index} cut to {count} frames, not {chunk.frames}"
                 )
-            counts = cut_segments(local, cuts, url=url)
-            os.remove(local)
-            for (chunk, rec), cut, count in zip(found, cuts, counts, strict=True):
-                if count != chunk.frames:
-                    raise RecastError(f"{url}: chunk {chunk.index} cut to {count} frames, not {chunk.frames}")
-                target = rec.segment_url if not name else rec.passes[name].url
-                size, digest = os.path.getsize(cut.path), sha256_file(cut.path)
-                storage.publish_file(cut.path, target)
-                new[chunk.index][name] = (target, size, digest)
-    out = []
-    for chunk, rec in found:
-        files = new[chunk.index]
-        _, size, digest = files[""]
-        passes = dict(rec.passes)
-        for name in _layers(rec):
-            url, pass_size, pass_digest = files[name]
-            passes[name] = VideoPass(url=url, bytes=pass_size, sha256=pass_digest)
-        out.append(dataclasses.replace(rec, sha256=digest, bytes=size, passes=passes))
+            size, digest = os.path.getsize(cut.path), sha256_file(cut.path)
+            storage.publish_file(cut.path, rec.segment_url)
+            out.append(dataclasses.replace(rec, sha256=digest, bytes=size))
     return out
 
 

@@ -3,6 +3,7 @@ a real merge, a local work area and one on the loopback S3 server)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import os
@@ -11,11 +12,11 @@ from pathlib import Path
 import av
 import pytest
 
-from actors.results import VideoPass
+from actors.results import ChunkPass, FrameFile, SequencePass, VideoPass
 from cluster.state.fingerprints import output_fingerprint
 from cluster.state.ledger import Ledger
 from cluster.state.manifest import JobManifest, RenderRecord, SegmentHome
-from cluster.state.recover import PublishedMovies, WantedChunk
+from cluster.state.recover import WantedChunk
 from pipeline.store import storage
 from pipeline.store.hashing import sha256_url
 from pipeline.video.chunking import Chunk, ChunkPlan
@@ -46,24 +47,20 @@ def _packets(url: str) -> list[tuple[bytes, int | None, int | None]]:
 
 
 def _published_job(root: str, info: VideoInfo, segments: list[str]) -> tuple[Ledger, SegmentHome, str]:
-    """A shot rendered in three chunks (chunk 0 with a review segment) and published to ``root``; its
-    segments then removed as the publish does (the review segment kept)."""
+    """A shot rendered in three chunks (each with its matte pass frames, chunk 0 with a review segment)
+    and published to ``root``; its segments then removed as the publish does (the review segment and
+    the pass frames kept where they are)."""
     work, output = storage.join(root, "work"), storage.join(root, "deliveries", "sh010.mp4")
     ledger = Ledger(JobManifest(work), resumed=True)
-    home = SegmentHome(folder=storage.join(work, "segments", "sh010"))
+    home = SegmentHome(folder=storage.join(work, "segments", "sh010"), pass_urls={"matte": _matte_url(root)})
     urls: list[str] = []
-    mattes: list[str] = []
     for index, (path, key) in enumerate(zip(segments, KEYS, strict=True)):
         url = storage.join(home.folder or "", f"{index:05d}-{key}.mp4")
         storage.publish_file(path, url)
         urls.append(url)
         size = os.path.getsize(path)
         digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        # A compositing pass's segment (here the same picture) is merged into its own movie.
-        matte = storage.join(home.folder or "", f"{index:05d}-{key}.matte.mp4")
-        storage.publish_file(path, matte)
-        passes = {"matte": VideoPass(matte, size, digest)}
-        mattes.append(matte)
+        passes: dict[str, ChunkPass] = {"matte": SequencePass(_matte_url(root), _matte_frames(root, index))}
         if index == 0:
             review = storage.join(home.folder or "", f"{index:05d}-{key}.review.mp4")
             storage.write_bytes(review, b"review frames")
@@ -71,8 +68,6 @@ def _published_job(root: str, info: VideoInfo, segments: list[str]) -> tuple[Led
         record = RenderRecord(index, key, url, digest, size, 25, faces_swapped=1, passes=passes)
         assert ledger.commit_segment("sh010", record) is None
     merge_segments(urls, info, output, audio_source_url=info.url)
-    matte_url = _matte_url(root)
-    merge_segments(mattes, info, matte_url, audio_source_url=None)
     ledger.shot_published(
         "sh010",
         spec_key="spec",
@@ -81,15 +76,24 @@ def _published_job(root: str, info: VideoInfo, segments: list[str]) -> tuple[Led
         fingerprint=output_fingerprint(output),
         frames=75,
         render_keys=list(KEYS),
-        passes={"matte": sha256_url(matte_url)},
     )
-    for url in urls + mattes:
+    for url in urls:
         storage.remove(url)
     return ledger, home, output
 
 
 def _matte_url(root: str) -> str:
-    return storage.join(root, "deliveries", "sh010_matte.mp4")
+    return storage.join(root, "deliveries", "sh010_matte.####.exr")
+
+
+def _matte_frames(root: str, index: int) -> tuple[FrameFile, ...]:
+    """Chunk ``index``'s matte frames, written (stand-in bytes: what is checked is that they are there)."""
+    files = []
+    for number in range(CUTS[index], CUTS[index + 1]):
+        data = f"matte {number}".encode()
+        storage.write_bytes(_matte_url(root).replace("####", f"{number:04d}"), data)
+        files.append(FrameFile(number, hashlib.sha256(data).hexdigest(), len(data)))
+    return tuple(files)
 
 
 def _wanted(keys: list[str]) -> list[WantedChunk]:
@@ -102,18 +106,17 @@ def test_untouched_chunks_are_cut_back_out_byte_for_byte(store, encoded, tmp_pat
     root = str(tmp_path) if store == "local" else request.getfixturevalue("s3_bucket")
     ledger, home, output = _published_job(root, info, segments)
     first_output = sha256_url(output)
-    movies = PublishedMovies(output, {"matte": _matte_url(root)})
     # Chunk 1 is to be rendered under another key (a fix touches it): only 0 and 2 are cut out.
     recovered = ledger.recovered_segments(
-        "sh010", _wanted(["key-a", "key-b2", "key-c"]), home=home, movies=movies
+        "sh010", _wanted(["key-a", "key-b2", "key-c"]), home=home, output_url=output
     )
     assert sorted(recovered) == [0, 2]
     for index in (0, 2):
         record = recovered[index]
         assert record.key == KEYS[index] and record.frames == 25 and record.faces_swapped == 1
         assert _packets(record.segment_url) == _packets(segments[index])
-        matte = record.passes["matte"]
-        assert matte.url.endswith(".matte.mp4") and _packets(matte.url) == _packets(segments[index])
+        # The pass frames are not cut: the record keeps them as written, where they were published.
+        assert record.passes["matte"] == SequencePass(_matte_url(root), _matte_frames(root, index))
         # Committed again: a later run finds the segment where it is, with its new sha256.
         assert Ledger(ledger.manifest, resumed=True).segment("sh010", index, KEYS[index], home) == record
     assert recovered[0].passes["review"].url.endswith(".review.mp4")  # kept as it was
@@ -131,22 +134,23 @@ def test_untouched_chunks_are_cut_back_out_byte_for_byte(store, encoded, tmp_pat
 def test_nothing_is_cut_out_unless_the_output_is_the_one_recorded(encoded, tmp_path) -> None:
     info, segments = encoded
     ledger, home, output = _published_job(str(tmp_path), info, segments)
-    movies = PublishedMovies(output, {"matte": _matte_url(str(tmp_path))})
-    # The review segment of chunk 0 is gone: chunk 0 is rendered again (its review movie needs it).
+    # The review segment of chunk 0 is gone: chunk 0 is rendered again (its review movie needs it); a
+    # matte frame of chunk 2 is gone: chunk 2 is rendered again (it writes its pass frames).
     storage.remove(storage.join(home.folder or "", "00000-key-a.review.mp4"))
-    assert sorted(ledger.recovered_segments("sh010", _wanted(KEYS), home=home, movies=movies)) == [1, 2]
+    storage.remove(_matte_url(str(tmp_path)).replace("####", "0060"))
+    assert sorted(ledger.recovered_segments("sh010", _wanted(KEYS), home=home, output_url=output)) == [1]
     # Another render of the chunk than the one published (its key is not the published one): not cut.
     other = [WantedChunk(0, "key-z", 0, 25)]
-    assert ledger.recovered_segments("sh010", other, home=home, movies=movies) == {}
+    assert ledger.recovered_segments("sh010", other, home=home, output_url=output) == {}
     # The published output replaced by someone else since: nothing is taken from it.
     storage.publish_file(segments[0], output)
     for url in storage.listdir(home.folder or ""):
         storage.remove(url)
-    assert ledger.recovered_segments("sh010", _wanted(KEYS), home=home, movies=movies) == {}
+    assert ledger.recovered_segments("sh010", _wanted(KEYS), home=home, output_url=output) == {}
     # A fresh (not resumed) job never reads records.
     assert (
         Ledger(ledger.manifest, resumed=False).recovered_segments(
-            "sh010", _wanted(KEYS), home=home, movies=movies
+            "sh010", _wanted(KEYS), home=home, output_url=output
         )
         == {}
     )
@@ -161,7 +165,23 @@ def test_an_output_whose_bytes_changed_under_the_same_size_is_caught(encoded, tm
     stat = path.stat()
     path.write_bytes(bytes(data))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    movies = PublishedMovies(output, {"matte": _matte_url(str(tmp_path))})
-    assert ledger.recovered_segments("sh010", _wanted(KEYS)[1:], home=home, movies=movies) == {}
+    assert ledger.recovered_segments("sh010", _wanted(KEYS)[1:], home=home, output_url=output) == {}
     (warning,) = ledger.manifest.take_warnings()
     assert "could not be cut from the published output" in warning and "sha256" in warning
+
+
+def test_a_chunk_with_a_pass_movie_is_rendered_again(encoded, tmp_path) -> None:
+    """A record of an earlier Recast whose matte pass was a movie segment: that movie cannot be cut
+    from the output, so the chunk is rendered again rather than recovered without its pass."""
+    info, segments = encoded
+    ledger, home, output = _published_job(str(tmp_path), info, segments)
+    kept = ledger.manifest.render_record("sh010", 1, KEYS[1], home)
+    assert kept is not None
+    movie = storage.join(home.folder or "", "00001-key-b.matte.mp4")  # where pass segments were
+    storage.publish_file(segments[1], movie)
+    digest = sha256_url(movie)
+    older = dataclasses.replace(
+        kept, passes={"matte": VideoPass(movie, os.path.getsize(segments[1]), digest)}
+    )
+    ledger.manifest.write_render("sh010", older)  # as that run committed it (its segment gone since)
+    assert sorted(ledger.recovered_segments("sh010", _wanted(KEYS), home=home, output_url=output)) == [0, 2]
