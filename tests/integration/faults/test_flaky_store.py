@@ -92,6 +92,28 @@ def test_the_planner_actors_requests_are_retried_and_counted(flaky_ray: FlakyS3,
     assert summary.storage_retries == injected["slowdown"], (summary.storage_retries, injected)
 
 
+def test_a_planner_actor_whose_record_cannot_be_written_gives_up_as_the_spec_says(
+    flaky_ray: FlakyS3, s3_bucket, tmp_path
+) -> None:
+    """Every write of one tracking record answered 503: the planner actor gives up on it within the
+    spec's ``storage.total_seconds`` (with botocore's defaults it would keep trying for minutes), and
+    the job goes on without it (records only spare a resume work): published, every retry counted."""
+    media = _plate_on_s3(s3_bucket, str(tmp_path))
+    flaky_ray.faults = Faults(rate=1.0, kinds=("slowdown",), key="/track-00000", methods=("PUT",))
+    started = time.monotonic()
+    summary = run_job(parse_spec(job_spec(media, f"{s3_bucket}/stuck", "stuck", storage=GIVE_UP)))
+    took = time.monotonic() - started
+    injected = flaky_ray.injected
+    flaky_ray.faults = Faults()
+    assert summary.ok, summary.table()
+    # The record's first attempt and each one sent again; the one refused past total_seconds is never sent.
+    assert injected["slowdown"] >= GIVE_UP["retries"] + 1, injected
+    assert summary.storage_retries == injected["slowdown"] - 1, (summary.storage_retries, injected)
+    # The job itself takes ~15-30 s here; the record gives up within the bound (defaults: minutes).
+    bound = StorageConfig(**GIVE_UP).longest_failure_seconds
+    assert took < 60 + bound, took
+
+
 def test_an_output_that_cannot_be_uploaded_fails_the_job_in_bounded_time(
     flaky_ray: FlakyS3, s3_bucket, tmp_path
 ) -> None:
