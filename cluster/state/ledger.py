@@ -263,7 +263,8 @@ class Ledger:
         except RecastError as exc:
             if fatal:
                 raise
-            logger.warning("could not record %s: %s", what, exc)
+            # In the summary's warnings (a planner actor's reach the driver with its notes).
+            self.manifest.set_aside(f"could not record {what} ({exc}); a later run of the job does it again")
             return
         self.records_written += 1
 

@@ -329,7 +329,8 @@ class JobManifest:
 
     # -- what was set aside
     def set_aside(self, warning: str) -> None:
-        """Note a record (or the file it names) that was not used, and why (logged and kept for the summary)."""
+        """Note a record (or the file it names) that was not used or could not be written, and why (logged
+        and kept for the summary)."""
         logger.warning("%s", warning)
         with self._lock:
             self._warnings.append(warning)

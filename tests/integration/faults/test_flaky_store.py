@@ -97,7 +97,8 @@ def test_a_planner_actor_whose_record_cannot_be_written_gives_up_as_the_spec_say
 ) -> None:
     """Every write of one tracking record answered 503: the planner actor gives up on it within the
     spec's ``storage.total_seconds`` (with botocore's defaults it would keep trying for minutes), and
-    the job goes on without it (records only spare a resume work): published, every retry counted."""
+    the job goes on without it (records only spare a resume work): published, every retry counted, the
+    record named in the summary's warnings."""
     media = _plate_on_s3(s3_bucket, str(tmp_path))
     flaky_ray.faults = Faults(rate=1.0, kinds=("slowdown",), key="/track-00000", methods=("PUT",))
     started = time.monotonic()
@@ -106,6 +107,8 @@ def test_a_planner_actor_whose_record_cannot_be_written_gives_up_as_the_spec_say
     injected = flaky_ray.injected
     flaky_ray.faults = Faults()
     assert summary.ok, summary.table()
+    (warning,) = [w for w in summary.warnings if "could not record" in w]
+    assert "tracking of plate chunk 0" in warning and "track-00000" in warning and "SlowDown" in warning
     # The record's first attempt and each one sent again; the one refused past total_seconds is never sent.
     assert injected["slowdown"] >= GIVE_UP["retries"] + 1, injected
     assert summary.storage_retries == injected["slowdown"] - 1, (summary.storage_retries, injected)
