@@ -69,10 +69,11 @@ def test_s3_sequence_survives_a_killed_actor(s3_bucket, ray_session, tmp_path) -
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and thread.is_alive():
             try:
-                written_yet = bool(_frames(fs, f"{s3_bucket}/out"))
-            except FileNotFoundError:  # nothing yet, or only the write check's probe, already removed
+                # A frame, not the write check's probe (listed there for a moment before the job starts).
+                written_yet = any(n.endswith(".exr") for n in _frames(fs, f"{s3_bucket}/out"))
+            except FileNotFoundError:  # nothing yet, or only the probe, already removed
                 written_yet = False
-            if written_yet and runner.summary.actor_info:
+            if written_yet and runner.summary is not None and runner.summary.actor_info:
                 break
             time.sleep(0.2)
         assert thread.is_alive(), "the job ended before an actor could be killed"
