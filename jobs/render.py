@@ -249,6 +249,9 @@ def _exit_disconnected(run: Callable[[], int], stops: Stops) -> NoReturn:
     except SystemExit as exc:
         code = exc.code
     finally:
+        # A stop that reached Ray's failure-signal handler before ours was back (:func:`_start_ray`) left
+        # its abort timer set: the shutdown below may take longer.
+        signal.alarm(0)
         ray = sys.modules.get("ray")
         if ray is not None and ray.is_initialized():
             ray.shutdown()
