@@ -79,6 +79,8 @@ class RendererBase:
         # a swapper that blends its own region (the built-in one) is pasted through it, as it is
         mask = swapper.paste_mask
         self.paste_mask = None if mask is None else np.asarray(mask, dtype=np.float32)
+        self.recolour = config.color_match and self.paste_mask is None
+        """Colour match each swapped face to the plate's before the paste (not one the swapper blended)."""
         # per-identity work (latent, aligned source face) is done once, here
         self._prepared: dict[str, Any] = {
             name: i.prepared if i.prepared is not None else swapper.prepare(i)

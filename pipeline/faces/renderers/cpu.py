@@ -97,7 +97,7 @@ class FaceRenderer(RendererBase):
                 matte[index] = np.zeros(frames[index].shape[:2], np.float32)
         for k, item in enumerate(items):
             result = swapped[k].astype(np.float32)
-            if self.config.color_match and self.paste_mask is None:
+            if self.recolour:
                 result = match_color(result, crops8[k], self._inner)
             mask = None if masks is None else masks[k]
             if self.paste_mask is not None:

@@ -224,8 +224,7 @@ class DeviceFaceRenderer(RendererBase):
         self.stage_seconds["swap"] += elapsed
 
         started = self._clock()
-        recolour = self.config.color_match and self.paste_mask is None
-        result8 = match_color(swapped8, crop8, self._inner) if recolour else swapped8
+        result8 = match_color(swapped8, crop8, self._inner) if self.recolour else swapped8
         full = crop_full + (result8 - crop8) * (top / 255.0) if deep else result8
         paste_faces(work, items, full, self._alpha, top, self._upload, matte=matte)
         self.stage_seconds["paste"] += self._clock() - started
