@@ -111,11 +111,16 @@ def identity_from_images(
     )
 
 
+def in_face_index_order(faces: Sequence[Face]) -> list[Face]:
+    """``faces`` as ``face_index`` numbers them: left to right by their boxes' left edges."""
+    return sorted(faces, key=lambda f: float(f.box[0]))
+
+
 def pick_face(faces: Sequence[Face], where: str, face_index: int | None) -> Face:
     """The face of a source image: the only one, or ``face_index`` counted left to right."""
     if not faces:
         raise FaceError(where, "no face found in this source image")
-    ordered = sorted(faces, key=lambda f: float(f.box[0]))
+    ordered = in_face_index_order(faces)
     if face_index is None:
         if len(ordered) > 1:
             raise FaceError(where, f"{len(ordered)} faces found; choose one with face_index (0 = leftmost)")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from pipeline.faces.identity import in_face_index_order
 from pipeline.geometry.align import template_points, transform_points, umeyama_similarity, warp_crops
 from pipeline.geometry.types import Face
 
@@ -121,7 +122,7 @@ def pick_portrait(rgb: np.ndarray, faces: Sequence[Face]) -> PortraitPick:
     """The face of ``rgb`` that best suits a source identity (ValueError when there is none)."""
     if not faces:
         raise ValueError("no face to choose from")
-    ordered = sorted(faces, key=lambda f: float(f.box[0]))  # face_index order
+    ordered = in_face_index_order(faces)
     measures = tuple(measure_portrait(rgb, face, i) for i, face in enumerate(ordered))
     best = min(measures, key=lambda m: (len(m.failures()), m.fit, m.index))
     return PortraitPick(index=best.index, faces=measures)
