@@ -253,6 +253,9 @@ def _exit_disconnected(run: Callable[[], int], stops: Stops) -> NoReturn:
         # its abort timer set: the shutdown below may take longer.
         signal.alarm(0)
         ray = sys.modules.get("ray")
+        if ray is not None and stops.signum is not None:
+            # Stopped: leave within a bound (a shutdown or teardown after a stop was once seen to hang).
+            _leave_now(ray, stops.exit_code(code))
         if ray is not None and ray.is_initialized():
             ray.shutdown()
     sys.exit(stops.exit_code(code))
