@@ -27,6 +27,9 @@ after ``lease.expiry_seconds``, or at once when it runs on the dead driver's
 host and sees its process gone.  ``--force-takeover`` takes it at once: only for
 an operator who knows the old driver is gone (a live one stops with exit 1).
 
+A stop (SIGTERM: ``ray job stop``) leaves through the finally blocks, so the lease is
+given back; one still not out after ``--stop-deadline`` seconds (45) leaves at once.
+
 Exit status: 0 when every shot's output is published (or skipped by
 ``output.if_exists: skip``); 2 for a bad spec or input (the message names the
 field or file, or the identity, picture or URL that the studio policy refuses:
@@ -40,12 +43,14 @@ The summary is printed and written to ``<work area>/summary.json``.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType, ModuleType
@@ -80,8 +85,20 @@ def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> in
         help="a shot's fixes, as the report's notes download them ({shot: NAME, fixes: [...]}), "
         "added to that shot's fixes: before the spec is checked (may be given again)",
     )
+    parser.add_argument(
+        "--stop-deadline",
+        type=float,
+        default=STOP_DEADLINE_SECONDS,
+        metavar="SECONDS",
+        help="after a stop signal, how long the driver may take to finish what it must (merges in flight, "
+        "the summary) before it gives the lease back and leaves at once (default %(default)s)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
+    if not args.stop_deadline > 0:
+        parser.error(f"--stop-deadline {args.stop_deadline}: must be a number of seconds above 0")
+    if stops is not None:
+        stops.deadline_seconds = args.stop_deadline
     configure_logging(args.log_level)
     if args.summary_json and os.path.isdir(args.summary_json):  # found now, not after the render
         print(f"recast: --summary-json {args.summary_json} is a directory, not a file", file=sys.stderr)
@@ -109,6 +126,8 @@ def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> in
         resume=True if args.resume else False if args.fresh else None,
         force_takeover=args.force_takeover,
     )
+    if stops is not None:
+        stops.release = runner.release  # what the stop's deadline gives back before it leaves
 
     def refused(exc: RecastError) -> int:
         # A policy refusal (before Ray, or the faces checked on a warm actor) reads as one.
@@ -213,6 +232,12 @@ def _quiet_shutdown(ray: ModuleType) -> None:
         logging.getLogger(__name__).debug("ray.shutdown() after a stop failed", exc_info=True)
 
 
+STOP_DEADLINE_SECONDS = 45.0
+"""How long a stopped driver may take to leave through its finally blocks (merges in flight, the summary)
+before :meth:`Stops.watch` gives the lease back and ends the process.  ``ray job stop`` itself kills the
+driver 3 s after its SIGTERM; a Kubernetes pod's grace period is 30 s by default."""
+
+
 @dataclass
 class Stops:
     """The stop signal a driver run as a program received (``ray job stop`` sends SIGTERM).
@@ -220,9 +245,15 @@ class Stops:
     Its handler records the signal, then leaves through the finally blocks (so the lease is given
     back).  Ray turns a signal that interrupts ``ray.get``/``ray.wait`` (where a driver spends its
     time) into ``SystemExit(1)``, which reads as "rendering failed"; the recorded signal keeps the
-    exit status a stop's: 128 + its number."""
+    exit status a stop's: 128 + its number.
+
+    A way out that does not end (a finally block waiting on something that never comes: CI once saw a
+    stopped driver still running 120 s later) is bounded by :meth:`watch`."""
 
     signum: int | None = None
+    deadline_seconds: float = STOP_DEADLINE_SECONDS
+    release: Callable[[], None] | None = None
+    """Gives the work area's lease back (set once the job's runner exists); called again by the deadline."""
 
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self.handle)
@@ -234,6 +265,30 @@ class Stops:
     def exit_code(self, code: int | str | None) -> int | str | None:
         """``code``, or the stop's status when a stop signal arrived."""
         return code if self.signum is None else 128 + self.signum
+
+    def watch(self) -> None:
+        """Start the deadline's thread, before any signal (no thread is started inside a signal handler):
+        :data:`STOP_DEADLINE_SECONDS` after a stop, if the process is still here, it prints where every
+        thread is, gives the lease back (within 10 s) and ends the process with the stop's status."""
+        threading.Thread(target=self._deadline, name="stop-deadline", daemon=True).start()
+
+    def _deadline(self) -> None:
+        while self.signum is None:
+            time.sleep(0.2)
+        time.sleep(self.deadline_seconds)
+        code = 128 + self.signum
+        # Straight to the file descriptor: the main thread may hold sys.stderr's lock where it is stuck.
+        os.write(
+            2,
+            f"recast: stopped, and still not out {self.deadline_seconds:g} s later: giving the lease back "
+            "and leaving now; where each thread was:\n".encode(),
+        )
+        faulthandler.dump_traceback(file=2, all_threads=True)
+        if self.release is not None:
+            giving = threading.Thread(target=self.release, name="stop-release", daemon=True)
+            giving.start()
+            giving.join(10.0)
+        os._exit(code)
 
 
 def _exit_disconnected(run: Callable[[], int], stops: Stops) -> NoReturn:
@@ -265,4 +320,5 @@ if __name__ == "__main__":
     # `ray job stop` sends SIGTERM: leave through the finally blocks, so the work area's lease is given back.
     driver_stops = Stops()
     driver_stops.install()
+    driver_stops.watch()
     _exit_disconnected(lambda: main(stops=driver_stops), driver_stops)

@@ -98,6 +98,15 @@ def waiting(*args, **kwargs):
     return wait(*args, **kwargs)
 
 
+def stuck(*args, **kwargs):
+    # A stop whose way out never ends: the stop lands in the first sleep, its finally block never returns.
+    open(marker, "a").close()
+    try:
+        time.sleep(600)
+    finally:
+        time.sleep(600)
+
+
 def committed_then_held(write_render):
     # The driver's first committed chunk: held there until killed, so the kill always lands mid-job
     # (a driver polled from outside may publish the whole short shot between two polls).
@@ -116,6 +125,8 @@ elif point == "render":
     from cluster.state.manifest import JobManifest
 
     JobManifest.write_render = committed_then_held(JobManifest.write_render)
+elif point == "stuck":
+    ray.wait = stuck
 else:
     ray.wait = waiting
 sys.argv[0] = "jobs.render"
@@ -123,7 +134,8 @@ runpy.run_module("jobs.render", run_name="__main__", alter_sys=True)
 """
 """``python -m jobs.render`` that creates a file at a point of its run (the first two arguments):
 ``connect``, inside ``ray.init`` between starting Ray's core worker and marking it connected (held
-there; its ``ray.shutdown`` then takes 5 s), ``wait``, its first ``ray.wait``, or ``render``, its first committed chunk record (held
+there; its ``ray.shutdown`` then takes 5 s), ``wait``, its first ``ray.wait``, ``stuck``, its first
+``ray.wait``, whose way out after a stop never ends, or ``render``, its first committed chunk record (held
 there)."""
 
 
@@ -264,6 +276,35 @@ def test_stopped_driver_gives_its_lease_back(fault_media, head, tmp_path) -> Non
             proc.wait(timeout=30)
     # Through SystemExit either way: ours before Ray starts (143), Ray's driver handler after (15).
     assert code in (signal.SIGTERM, 128 + signal.SIGTERM), err[-3000:]
+    assert not lease_path.exists()
+
+
+def test_a_stopped_driver_whose_way_out_hangs_leaves_by_its_deadline(fault_media, head, tmp_path) -> None:
+    """A stop whose clean-up never ends (a finally block waiting forever) is bounded by ``--stop-deadline``:
+    the driver prints where its threads were, gives the lease back and exits with a stop's status."""
+    out = tmp_path / "out"
+    lease_path = out / ".recast-work" / "stuck" / "lease.json"
+    marker = tmp_path / "reached"
+    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(fault_media, str(out), "stuck"))
+    proc = _driver(
+        head, spec_path, tmp_path / "summary.json", "--stop-deadline", "4", point=("stuck", marker)
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None and not marker.exists():
+            time.sleep(0.01)
+        assert proc.poll() is None and marker.exists() and lease_path.exists(), "never reached the wait"
+        stopped = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        exit_code, err = _finish(proc, timeout=60)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert exit_code == 128 + signal.SIGTERM, err[-3000:]
+    assert 4 <= took < 4 + 30, took  # the deadline, not the 600 s the finally block would take
+    assert "still not out 4 s later" in err and "in stuck" in err, err[-3000:]  # where it was stuck
     assert not lease_path.exists()
 
 
