@@ -7,13 +7,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from jobs.cli import stopped_by
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.raytools import REPO
 
 
 def _import_interrupted() -> None:
