@@ -217,12 +217,18 @@ STOP_SHUTDOWN_SECONDS = 10.0
 def _leave_now(ray: ModuleType, code: int | str | None) -> NoReturn:
     """Shut Ray down (bounded in time, on a daemon thread), flush, and end the process without the
     interpreter's teardown of Ray's half-started native threads."""
-    done = threading.Thread(target=_quiet_shutdown, args=(ray,), name="ray-shutdown", daemon=True)
-    done.start()
-    done.join(STOP_SHUTDOWN_SECONDS)
+    _for_at_most(STOP_SHUTDOWN_SECONDS, lambda: _quiet_shutdown(ray), name="ray-shutdown")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code if isinstance(code, int) else EXIT_RENDER_FAILED)
+
+
+def _for_at_most(seconds: float, fn: Callable[[], None], *, name: str) -> None:
+    """Run ``fn`` on a daemon thread and wait for it ``seconds`` at most (one that hangs is left behind:
+    the process is about to end)."""
+    worker = threading.Thread(target=fn, name=name, daemon=True)
+    worker.start()
+    worker.join(seconds)
 
 
 def _quiet_shutdown(ray: ModuleType) -> None:
@@ -285,9 +291,7 @@ class Stops:
         )
         faulthandler.dump_traceback(file=2, all_threads=True)
         if self.release is not None:
-            giving = threading.Thread(target=self.release, name="stop-release", daemon=True)
-            giving.start()
-            giving.join(10.0)
+            _for_at_most(10.0, self.release, name="stop-release")
         os._exit(code)
 
 
