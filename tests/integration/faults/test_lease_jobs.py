@@ -279,29 +279,37 @@ def test_stopped_driver_gives_its_lease_back(fault_media, head, tmp_path) -> Non
     assert not lease_path.exists()
 
 
-def test_a_stopped_driver_whose_way_out_hangs_leaves_by_its_deadline(fault_media, head, tmp_path) -> None:
-    """A stop whose clean-up never ends (a finally block waiting forever) is bounded by ``--stop-deadline``:
-    the driver prints where its threads were, gives the lease back and exits with a stop's status."""
+def _stopped_at(
+    fault_media, head: Head, tmp_path: Path, point: str, *extra: str
+) -> tuple[int, str, float, Path]:
+    """A driver held at :data:`HOLD_POINTS`'s ``point``, then sent SIGTERM: its exit status, its stderr,
+    the seconds from the signal to its exit, and where its lease was."""
     out = tmp_path / "out"
-    lease_path = out / ".recast-work" / "stuck" / "lease.json"
+    lease_path = out / ".recast-work" / "halfway" / "lease.json"
     marker = tmp_path / "reached"
-    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(fault_media, str(out), "stuck"))
-    proc = _driver(
-        head, spec_path, tmp_path / "summary.json", "--stop-deadline", "4", point=("stuck", marker)
-    )
+    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(fault_media, str(out), "halfway"))
+    proc = _driver(head, spec_path, tmp_path / "summary.json", *extra, point=(point, marker))
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and proc.poll() is None and not marker.exists():
             time.sleep(0.01)
-        assert proc.poll() is None and marker.exists() and lease_path.exists(), "never reached the wait"
+        assert proc.poll() is None and marker.exists() and lease_path.exists(), f"never reached {point}"
         stopped = time.monotonic()
         os.kill(proc.pid, signal.SIGTERM)
         exit_code, err = _finish(proc, timeout=60)
-        took = time.monotonic() - stopped
+        return exit_code, err, time.monotonic() - stopped, lease_path
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
+
+
+def test_a_stopped_driver_whose_way_out_hangs_leaves_by_its_deadline(fault_media, head, tmp_path) -> None:
+    """A stop whose clean-up never ends (a finally block waiting forever) is bounded by ``--stop-deadline``:
+    the driver prints where its threads were, gives the lease back and exits with a stop's status."""
+    exit_code, err, took, lease_path = _stopped_at(
+        fault_media, head, tmp_path, "stuck", "--stop-deadline", "4"
+    )
     assert exit_code == 128 + signal.SIGTERM, err[-3000:]
     assert 4 <= took < 4 + 30, took  # the deadline, not the 600 s the finally block would take
     assert "still not out 4 s later" in err and "in stuck" in err, err[-3000:]  # where it was stuck
@@ -319,22 +327,7 @@ def test_a_driver_stopped_inside_ray_exits_as_stopped(fault_media, head, tmp_pat
     """A stop that lands inside ``ray.init`` with Ray half built, or inside ``ray.wait`` (which Ray
     turns into ``SystemExit(1)``, "rendering failed"), gives the lease back and exits with a stop's
     status, neither crashing (SIGSEGV in the interpreter's teardown) nor hanging."""
-    out = tmp_path / "out"
-    lease_path = out / ".recast-work" / "halfway" / "lease.json"
-    marker = tmp_path / "reached"
-    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(fault_media, str(out), "halfway"))
-    proc = _driver(head, spec_path, tmp_path / "summary.json", point=(point, marker))
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and proc.poll() is None and not marker.exists():
-            time.sleep(0.01)
-        assert proc.poll() is None and marker.exists() and lease_path.exists(), f"never reached {point}"
-        os.kill(proc.pid, signal.SIGTERM)
-        exit_code, err = _finish(proc, timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+    exit_code, err, _, lease_path = _stopped_at(fault_media, head, tmp_path, point)
     assert exit_code == code, err[-3000:]
     assert not lease_path.exists()
     assert "SIGSEGV" not in err and "Fatal Python error" not in err, err[-3000:]
