@@ -11,9 +11,12 @@ area, ``<work_url>/edit-media/<bundle sha256[:12]>/media/...``, and :func:`publi
 them there, atomically and once: a file already there of the same size and sha256 (a resubmission,
 another driver) is kept, not copied again.
 
-Guards: every member name is a plain relative path (no absolute path, no ``..``, no backslash,
-no repeated name), the media together hold at most :data:`BUNDLE_MAX_BYTES`, ``content.otio``
-at most :data:`cluster.edit.read.TIMELINE_MAX_BYTES`; a damaged member (bad CRC, cut short) or a
+Guards, all checked from the zip's directory before a byte is extracted: every member name is a
+plain relative path (no absolute path, no ``..``, no backslash, no repeated name), at most
+:data:`MAX_MEMBERS` members, none unpacking to more than :data:`MAX_RATIO` times its packed size
+(a zip bomb), the media together at most :data:`BUNDLE_MAX_BYTES`, ``content.otio`` at most
+:data:`cluster.edit.read.TIMELINE_MAX_BYTES` and within the bounds of any timeline
+(:mod:`cluster.edit.bounds`, scanned before the adapter reads it, in a child process); a damaged member (bad CRC, cut short) or a
 file that is no zip is a SpecError naming ``edit.url`` and the member or file.  A reference into
 ``media/`` that the zip does not hold is offline.
 """
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 import opentimelineio as otio
 from opentimelineio.adapters import file_bundle_utils
 
+from cluster.edit.bounds import check_document
 from cluster.edit.read import TIMELINE_MAX_BYTES, adapter_read, one_timeline
 from cluster.spec.edit import EditSpec
 from pipeline.errors import SpecError, StorageError
@@ -41,6 +45,15 @@ from pipeline.store.hashing import sha256_file, sha256_url
 
 BUNDLE_MAX_BYTES = 16 << 30
 """Largest ``.otioz`` read, and the most its media may extract to, together (16 GiB)."""
+MAX_MEMBERS = 200_000
+"""Most files one ``.otioz`` may hold (a bundled plate is one file a frame)."""
+MAX_RATIO = 100
+"""Most a member may unpack to, per byte packed (beyond :data:`RATIO_ALLOWANCE`): film media are
+compressed already (a movie, a ZIP-compressed EXR: about 1:1; an uncompressed 10-bit DPX: under 4:1);
+1 GiB of zeros packs into 1 MiB (1000:1)."""
+RATIO_ALLOWANCE = 1 << 20
+"""Bytes a member may unpack to beyond :data:`MAX_RATIO` times its packed size (small text files and
+``content.otio`` compress well)."""
 MEDIA_FOLDER = "edit-media"
 """The work area's folder of extracted bundle media (one folder per bundle, by its sha256)."""
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -133,12 +146,7 @@ def read_bundle(edit: EditSpec) -> tuple[otio.schema.Timeline, Bundle]:
         with storage.fetched(url, ".otioz") as path:
             digest = sha256_file(path)
             infos = _members(url, path, max_bytes)
-            playlist = file_bundle_utils.BUNDLE_PLAYLIST_PATH
-            if playlist in infos and infos[playlist].file_size > TIMELINE_MAX_BYTES:
-                raise SpecError(
-                    "edit.url",
-                    f"{url}: its {playlist} is larger than {storage.describe_bytes(TIMELINE_MAX_BYTES)}",
-                )
+            _check_playlist(url, path, infos)
             timeline = one_timeline(adapter_read(path, "otioz", url), url)
             folder = tempfile.mkdtemp(prefix="recast-otioz-")
             try:
@@ -151,6 +159,27 @@ def read_bundle(edit: EditSpec) -> tuple[otio.schema.Timeline, Bundle]:
     except OSError as exc:  # the local copy (a FIFO refused, a disk full...)
         raise SpecError("edit.url", f"cannot read the timeline {url}: {exc}") from None
     return timeline, Bundle(url, digest, folder, members)
+
+
+def _check_playlist(url: str, path: str, infos: dict[str, zipfile.ZipInfo]) -> None:
+    """The bundle's ``content.otio``, at most :data:`TIMELINE_MAX_BYTES` unpacked, scanned by
+    :func:`cluster.edit.bounds.check_document` before the adapter reads it."""
+    playlist = file_bundle_utils.BUNDLE_PLAYLIST_PATH
+    info = infos.get(playlist)
+    if info is None:
+        raise SpecError("edit.url", f"{url} holds no {playlist}: not an .otioz bundle")
+    if info.file_size > TIMELINE_MAX_BYTES:
+        raise SpecError(
+            "edit.url", f"{url}: its {playlist} is larger than {storage.describe_bytes(TIMELINE_MAX_BYTES)}"
+        )
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open(info) as member:
+            raw = member.read(TIMELINE_MAX_BYTES + 1)
+    except _DAMAGED as exc:
+        raise SpecError(
+            "edit.url", f"{url}: member {playlist!r} is damaged or cannot be read: {exc}"
+        ) from None
+    check_document(raw, "otio_json", field="edit.url", url=f"{url} ({playlist})")
 
 
 def _is_media(info: zipfile.ZipInfo) -> bool:
@@ -178,11 +207,25 @@ def _members(url: str, path: str, max_bytes: int) -> dict[str, zipfile.ZipInfo]:
             infos = zf.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
         raise SpecError("edit.url", f"{url} is not a readable .otioz (a zip file): {exc}") from None
+    if len(infos) > MAX_MEMBERS:
+        raise SpecError(
+            "edit.url", f"{url} holds {len(infos):,} files, more than the {MAX_MEMBERS:,} an .otioz may hold"
+        )
     out: dict[str, zipfile.ZipInfo] = {}
     for info in infos:
         problem = member_problem(info.filename)
         if problem is None and info.filename in out:
             problem = "appears twice"
+        if (
+            problem is None
+            and _is_media(info)
+            and info.file_size > MAX_RATIO * info.compress_size + RATIO_ALLOWANCE
+        ):
+            problem = (
+                f"unpacks to {storage.describe_bytes(info.file_size)} from "
+                f"{storage.describe_bytes(info.compress_size)} (more than {MAX_RATIO}:1: a zip bomb, "
+                "not media)"
+            )
         if problem is not None:
             raise SpecError("edit.url", f"{url}: member {info.filename!r} {problem}; the bundle is refused")
         out[info.filename] = info

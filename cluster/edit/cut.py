@@ -89,11 +89,12 @@ def walk(
     first_video = tracks[0][0] if tracks else -1
     for track_index, track_name in tracks:
         track = timeline.tracks[track_index]
+        ranges = track.range_of_all_children()  # one pass (an item's range_in_parent sums its track)
         for item_index, item in enumerate(track):
             if isinstance(item, otio.schema.Gap | otio.schema.Transition):
                 continue
             event = events.get(item_index) if track_index == first_video else None
-            start = _record_start(timeline, item)
+            start = _record_start(timeline, ranges[item].start_time)
             where = CutItem(
                 track=track_name,
                 track_index=track_index,
@@ -129,9 +130,11 @@ def _time_effect(clip: otio.schema.Clip) -> str | None:
     return None
 
 
-def _record_start(timeline: otio.schema.Timeline, item: otio.core.Item) -> otio.opentime.RationalTime:
-    """The record time of ``item``'s first frame (the timeline's global start time included)."""
-    start = item.range_in_parent().start_time
+def _record_start(
+    timeline: otio.schema.Timeline, start: otio.opentime.RationalTime
+) -> otio.opentime.RationalTime:
+    """The record time of an item starting at ``start`` in its track (the timeline's global start time
+    included)."""
     return timeline.global_start_time + start if timeline.global_start_time is not None else start
 
 

@@ -104,6 +104,7 @@ class MediaResolver:
         self._frames: dict[str, tuple[int, ...]] = {}
         self._probes: dict[str, VideoInfo] = {}
         self._headers: dict[str, tuple[str | None, Fraction | None]] = {}
+        self._reels: dict[str, tuple[str, MediaClock, str] | str] = {}
 
     def resolve(self, cut: CutClip) -> ClipMedia | Unusable:
         """The clip's media, or why it cannot be rendered; SpecError for a range outside its media."""
@@ -163,13 +164,34 @@ class MediaResolver:
 
     def _reel(self, cut: CutClip, reel: str) -> ClipMedia | Unusable:
         """An EDL event's reel: its media from ``edit.media.pattern``, placed by the media's timecode."""
+        if reel not in self._reels:
+            self._reels[reel] = self._reel_media(cut, reel)
+        found = self._reels[reel]
+        if isinstance(found, str):
+            return Unusable(cut.where, found)
+        url, clock, timecode = found
+        media = _placed(cut, url, clock)
+        if media.outside:
+            source = _source_range(cut)
+            available = clock.available
+            raise SpecError(
+                "edit",
+                f"{cut.where.label()}: source timecode {timecode_at(source.start_time)}-"
+                f"{timecode_at(source.end_time_inclusive())} is outside reel {reel}'s media {url} "
+                f"({timecode}-{timecode_at(clock.time_of(available[1]))}, frames {available[0]}-{available[1]})",
+            )
+        return media
+
+    def _reel_media(self, cut: CutClip, reel: str) -> tuple[str, MediaClock, str] | str:
+        """A reel's media URL, clock and timecode (once per reel: a cut of 10,000 events has a few
+        hundred reels), or why it is offline."""
         assert self.edit.media is not None
         url = render_url(self.edit.media.pattern, {"reel": reel}, field="edit.media.pattern")
         self._check(url)
         if is_sequence_url(url):
             numbers = self._listing(cut, url)
             if not numbers:
-                return Unusable(cut.where, f"offline: no frames of reel {reel} at {url}")
+                return f"offline: no frames of reel {reel} at {url}"
             timecode, stated = self._header(cut, parse_sequence_url(url).frame_url(numbers[0]))
             rate, origin_frame, available = (
                 float(stated or self.edit.edl_rate()),
@@ -178,7 +200,7 @@ class MediaResolver:
             )
         else:
             if not self._exists(cut, url):
-                return Unusable(cut.where, f"offline: reel {reel}: {url} not found")
+                return f"offline: reel {reel}: {url} not found"
             info = self._probe(cut, url)
             timecode, rate, origin_frame, available = (
                 info.timecode,
@@ -191,17 +213,11 @@ class MediaResolver:
                 "edit.media.pattern",
                 f"{cut.where.label()}: {url} states no timecode, so reel {reel}'s source timecode cannot be placed",
             )
-        clock = MediaClock(rate, otio.opentime.from_timecode(timecode, rate), origin_frame, available)
-        media = _placed(cut, url, clock)
-        if media.outside:
-            source = _source_range(cut)
-            raise SpecError(
-                "edit",
-                f"{cut.where.label()}: source timecode {timecode_at(source.start_time)}-"
-                f"{timecode_at(source.end_time_inclusive())} is outside reel {reel}'s media {url} "
-                f"({timecode}-{timecode_at(clock.time_of(available[1]))}, frames {available[0]}-{available[1]})",
-            )
-        return media
+        return (
+            url,
+            MediaClock(rate, otio.opentime.from_timecode(timecode, rate), origin_frame, available),
+            timecode,
+        )
 
     # -- helpers
     def _url(self, cut: CutClip, raw: str) -> str | Unusable:

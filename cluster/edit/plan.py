@@ -17,6 +17,7 @@ errors about its settings name that entry.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 from collections.abc import Callable
@@ -245,6 +246,7 @@ def _named(
             overrides[shot.name] = i
     names: dict[tuple[str, int, int], str] = {}
     taken: set[str] = set()
+    suffix: dict[str, int] = {}  # the next number to try for a base name: linear however many share it
     clips: list[tuple[CutItem, ClipMedia, str, bool]] = []
     for where, media in placed:
         key = (media.url, media.first, media.last)
@@ -252,9 +254,11 @@ def _named(
             clips.append((where, media, names[key], True))
             continue
         base = clip_name(where.name or media.url.rsplit("/", 1)[-1].split(".", 1)[0])
-        name, n = base, 2
+        name, n = base, suffix.get(base, 2)
         while name in taken:
             name, n = f"{base}_{n}", n + 1
+        if name != base:
+            suffix[base] = n
         taken.add(name)
         names[key] = name
         clips.append((where, media, name, False))
@@ -304,14 +308,34 @@ def _merged(spec: JobSpec, clips: list[ClipShot]) -> list[ShotSpec]:
 
 
 def _overlaps(clips: list[ClipShot]) -> list[str]:
-    """Clips that render overlapping frames of one media as separate shots."""
-    notes = []
+    """Clips that render overlapping frames of one media as separate shots: the first :data:`SHOWN`
+    pairs named, the rest counted (a sweep per media, so a cut of 20,000 clips costs no more than
+    sorting them)."""
     alone = [c for c in clips if not c.shared]
-    for i, a in enumerate(alone):
-        for b in alone[i + 1 :]:
-            if a.media.url == b.media.url and a.media.first <= b.media.last and b.media.first <= a.media.last:
-                notes.append(
-                    f"clips {a.shot} ({a.media.first}-{a.media.last}) and {b.shot} ({b.media.first}-"
-                    f"{b.media.last}) use overlapping frames of {a.media.url}: rendered as separate shots"
-                )
+    by_media: dict[str, list[int]] = {}
+    for index, clip in enumerate(alone):
+        by_media.setdefault(clip.media.url, []).append(index)
+    pairs: list[tuple[int, int]] = []
+    count = 0
+    for indexes in by_media.values():
+        indexes.sort(key=lambda i: (alone[i].media.first, i))
+        lasts: list[tuple[int, int]] = []  # (last frame, index) of the clips swept so far, sorted
+        for b in indexes:
+            first = alone[b].media.first
+            start = bisect.bisect_left(lasts, (first, -1))
+            count += len(lasts) - start
+            for _, a in lasts[start:][: max(0, SHOWN - len(pairs))]:
+                pairs.append((min(a, b), max(a, b)))
+            bisect.insort(lasts, (alone[b].media.last, b))
+    notes = []
+    for a, b in sorted(pairs):
+        one, other = alone[a], alone[b]
+        notes.append(
+            f"clips {one.shot} ({one.media.first}-{one.media.last}) and {other.shot} ({other.media.first}-"
+            f"{other.media.last}) use overlapping frames of {one.media.url}: rendered as separate shots"
+        )
+    if count > len(pairs):
+        notes.append(
+            f"and {count - len(pairs):,} more pairs of clips that use overlapping frames of one media"
+        )
     return notes

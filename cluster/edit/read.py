@@ -3,8 +3,10 @@
 The bytes are read through :mod:`pipeline.store.storage` (local, ``s3://``, ``gs://``; at most
 :data:`TIMELINE_MAX_BYTES`) into a private temporary file that the adapter reads, so every
 format and store goes one way (an ``.otioz``, with its media, is read by :mod:`cluster.edit.bundle`).
-No media linker runs.  Any problem is a SpecError naming
-``edit.url`` (or ``output.timeline_url``) and the file.
+The bytes are scanned first (:mod:`cluster.edit.bounds`: nesting, clips, markers), then the adapter
+reads them in a child process (:mod:`cluster.edit.isolated`), so no document can crash or stall the
+driver.  No media linker runs.  Any problem is a SpecError naming ``edit.url`` (or
+``output.timeline_url``) and the file.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import tempfile
 
 import opentimelineio as otio
 
+from cluster.edit.bounds import check_document
+from cluster.edit.isolated import read_isolated
 from cluster.spec.edit import EditSpec
 from cluster.spec.output import TIMELINE_WRITERS, extension_of
 from pipeline.errors import InputRefused, SpecError, StorageError
@@ -48,6 +52,7 @@ def read_timeline(edit: EditSpec) -> tuple[otio.schema.Timeline, dict[int, int]]
         raise SpecError("edit.url", f"{edit.url}: not a usable timeline: {exc.reason}") from None
     except StorageError as exc:
         raise SpecError("edit.url", f"cannot read the timeline: {exc}") from None
+    check_document(raw, name, field="edit.url", url=edit.url)
     options: dict[str, object] = {"rate": edit.edl_rate()} if name == "cmx_3600" else {}
     with tempfile.TemporaryDirectory(prefix="recast-edit-") as folder:
         path = os.path.join(folder, "timeline" + extension_of(edit.url))
@@ -60,16 +65,9 @@ def read_timeline(edit: EditSpec) -> tuple[otio.schema.Timeline, dict[int, int]]
 
 
 def adapter_read(path: str, name: str, url: str, options: dict[str, object] | None = None) -> object:
-    """What the adapter ``name`` reads from the local ``path`` (no media linker); SpecError naming
-    ``edit.url`` and ``url`` when it cannot."""
-    try:
-        return otio.adapters.read_from_file(
-            path, adapter_name=name, media_linker_name=None, **(options or {})
-        )
-    except Exception as exc:  # each adapter raises its own errors (EDLParseError, XML, JSON...)
-        raise SpecError(
-            "edit.url", f"{url} is not a readable {name} timeline: {type(exc).__name__}: {exc}"
-        ) from exc
+    """What the adapter ``name`` reads from the local ``path`` (no media linker), read in a child
+    process; SpecError naming ``edit.url`` and ``url`` when it cannot."""
+    return read_isolated(path, name, field="edit.url", url=url, options=options)
 
 
 def one_timeline(result: object, url: str) -> otio.schema.Timeline:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
+import numpy as np
 import opentimelineio as otio
 import pytest
 
@@ -235,13 +236,24 @@ def test_bundles_are_bounded(media: Media, tmp_path, monkeypatch) -> None:
     with pytest.raises(SpecError) as err:
         with_edit_shots(parse_spec(spec_for(media, good, out)))
     assert err.value.field == "edit.url" and "an .otioz is read up to" in err.value.reason
-    # Small, but its media would extract to more than the bound (what a zip bomb does): refused unread.
+    # Smaller than the bound, but its media (4 symbols a byte: about 4:1) would extract to more: refused unread.
+    big = str(tmp_path / "big.otioz")
+    symbols = np.random.default_rng(1).integers(0, 4, 8 << 20, dtype=np.uint8).tobytes()
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(big, "w") as dst:
+        dst.writestr("content.otio", src.read("content.otio"), compress_type=zipfile.ZIP_DEFLATED)
+        dst.writestr("media/plate.mov", symbols, compress_type=zipfile.ZIP_DEFLATED)
+    monkeypatch.setattr(bundle_module, "BUNDLE_MAX_BYTES", 4 << 20)
+    assert os.path.getsize(big) < 4 << 20
+    with pytest.raises(SpecError) as err:
+        with_edit_shots(parse_spec(spec_for(media, big, out)))
+    assert err.value.field == "edit.url" and "its media extract to 8 MiB, more than 4 MiB" in err.value.reason
+    # A zip bomb (8 MiB of zeros in 8 KiB: 1000:1) is refused by its ratio, whatever room the bound leaves.
     bomb = str(tmp_path / "bomb.otioz")
     with zipfile.ZipFile(good) as src, zipfile.ZipFile(bomb, "w") as dst:
         dst.writestr("content.otio", src.read("content.otio"), compress_type=zipfile.ZIP_DEFLATED)
         dst.writestr("media/zeros.mov", bytes(8 << 20), compress_type=zipfile.ZIP_DEFLATED)
-    monkeypatch.setattr(bundle_module, "BUNDLE_MAX_BYTES", 4 << 20)
-    assert os.path.getsize(bomb) < 1 << 20
+    monkeypatch.setattr(bundle_module, "BUNDLE_MAX_BYTES", 1 << 30)
     with pytest.raises(SpecError) as err:
         with_edit_shots(parse_spec(spec_for(media, bomb, out)))
-    assert err.value.field == "edit.url" and "its media extract to 8 MiB, more than 4 MiB" in err.value.reason
+    assert err.value.field == "edit.url" and "'media/zeros.mov' unpacks to 8 MiB" in err.value.reason
+    assert "zip bomb" in err.value.reason
