@@ -37,6 +37,7 @@ from typing import Any, TextIO
 import ray
 
 from actors.render import RenderActor
+from cluster.checks.destinations import SpecFiles
 from cluster.checks.prepare import PlannedShot, PreparedJob, plate_warnings, prepare_job
 from cluster.checks.provenance import JobProvenance
 from cluster.edit import write_timeline
@@ -55,7 +56,7 @@ from cluster.spec.fixes import fix_records
 from cluster.spec.job import JobSpec
 from cluster.state.fingerprints import output_exists
 from cluster.state.ledger import Ledger
-from pipeline.errors import RecastError
+from pipeline.errors import RecastError, StorageError
 from pipeline.store import storage
 from pipeline.video.decoders import source_warnings
 
@@ -87,9 +88,12 @@ class JobRunner:
         parts: DriverParts | None = None,
         prepared: PreparedJob | None = None,
         force_takeover: bool = False,
+        read_from: SpecFiles | None = None,
     ) -> None:
         self.spec = spec
         self.resume = resume
+        self.read_from = read_from
+        """The files the spec was read from (its file, ``--fixes`` files): no destination may replace them."""
         self.force_takeover = force_takeover
         self.lease: Lease | None = None
         self.parts = parts or DriverParts()
@@ -130,7 +134,9 @@ class JobRunner:
         ``run()`` calls it if not done.  Raises LeaseHeld when another driver holds the work area."""
         if self._prepared is None:
             try:
-                self._prepared = prepare_job(self.spec, resume=self.resume, claim=self._claim)
+                self._prepared = prepare_job(
+                    self.spec, resume=self.resume, claim=self._claim, read_from=self.read_from
+                )
             except BaseException:
                 self.release()
                 raise
@@ -284,10 +290,9 @@ class JobRunner:
                 [f"{edit.timeline_url} (output.timeline_url) not written: {', '.join(waiting)} not published"]
             )
             return
-        if out.if_exists == "skip" and not prepared.resumed and output_exists(edit.timeline_url):
-            observer.warn(
-                [f"{edit.timeline_url} (output.timeline_url) exists: left as it is (if_exists: skip)"]
-            )
+        writes = prepared.later_writes
+        if writes.skips and output_exists(edit.timeline_url):
+            observer.warn([writes.left(edit.timeline_url, "output.timeline_url")])
             return
         assert self.lease is not None
         self.lease.confirm()  # a driver whose lease was taken over writes nothing more
@@ -296,10 +301,16 @@ class JobRunner:
                 edit,
                 {name: s.output_url for name, s in shots.items()},
                 include_handles=out.include_handles,
-                overwrite=out.if_exists == "overwrite" or prepared.resumed,
+                overwrite=writes.overwrite,
             )
         except RecastError as exc:
-            summary.failures.append(f"output.timeline_url: {exc}")
+            # There by now (it appeared after the checks): left untouched, a failure unless skipped.
+            if not (isinstance(exc, StorageError) and exc.reason == storage.ALREADY_EXISTS):
+                summary.failures.append(f"output.timeline_url: {exc}")
+            elif writes.skips:
+                observer.warn([writes.left(edit.timeline_url, "output.timeline_url")])
+            else:
+                summary.failures.append(writes.left(edit.timeline_url, "output.timeline_url"))
             return
         summary.edit["timeline_written"] = True
         logger.info("job %s: the cut written back to %s", self.spec.job_id, edit.timeline_url)

@@ -7,9 +7,12 @@ sequence is its folder, head and tail whatever its padding is spelt (``####``,
 ``%04d``).  Refused, whatever ``output.if_exists`` says (SpecError naming both):
 
 * two destinations that are the same file or sequence;
-* a destination that is one of the job's inputs: a shot's source (or, for a sequence
-  destination, one of a source sequence's frames, followed through symlinks), an
-  identity picture or adapter, the edit's timeline;
+* a destination that is one of the job's inputs (:func:`inputs`): a shot's source (or, for a
+  sequence destination, one of a source sequence's frames, followed through symlinks), an
+  identity picture or adapter, the edit's timeline, an OCIO config, the job's own spec and
+  ``--fixes`` files (:class:`SpecFiles`), the studio policy, the signer's key and certificate
+  chain, the model pack's manifest and model files;
+* a destination (or the work area) inside the model pack's folder (:func:`input_folders`);
 * a destination or an input among the work area's own files (:data:`WORK_FOLDERS`,
   :data:`WORK_FILES`: segments and records are written and deleted there).
 """
@@ -20,6 +23,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cluster.spec.job import JobSpec
 from cluster.spec.review import contact_url
@@ -27,6 +31,9 @@ from cluster.spec.shot_refs import ShotRef
 from pipeline.errors import SpecError
 from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
 from pipeline.store import storage, urls
+
+if TYPE_CHECKING:
+    from pipeline.models.pack import ManifestFile
 
 WORK_FOLDERS = ("segments", "manifest")
 """What the driver writes, and deletes, under the work area (:mod:`cluster.schedule.shot_run`, :mod:`cluster.state.manifest`)."""
@@ -40,6 +47,15 @@ def normalise(url: str) -> str:
     (``S3A://b/out//./x`` -> ``s3://b/out/x``)."""
     canonical = urls.canonical(url)
     return os.path.realpath(canonical) if urls.is_local(canonical) else canonical
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecFiles:
+    """The files a job was read from: its spec and its ``--fixes`` files, as :mod:`jobs.render` was
+    given them (a spec built in code has none).  The job read them, so it never writes over them."""
+
+    spec: str | None = None
+    fixes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -154,9 +170,17 @@ def destinations(spec: JobSpec, shots: list[ShotRef]) -> list[tuple[Place, str]]
     return out
 
 
-def inputs(spec: JobSpec, shots: list[ShotRef]) -> list[Place]:
+def inputs(
+    spec: JobSpec,
+    shots: list[ShotRef],
+    *,
+    read_from: SpecFiles | None = None,
+    pack_manifest: ManifestFile | None = None,
+) -> list[Place]:
     """Every file the job reads that a write could destroy: sources (and, for a local source
-    sequence, the frames its symlinks point at), identity pictures and adapters."""
+    sequence, the frames its symlinks point at), identity pictures and adapters, the edit's timeline,
+    OCIO configs, the files the spec was read from (``read_from``), the studio policy, the signer's
+    key and chain, and the model pack's manifest and model files (those ``pack_manifest`` names)."""
     out = []
     for ref in shots:
         out.append(Place.of(ref.url, f"shot {ref.name}'s source"))
@@ -164,13 +188,62 @@ def inputs(spec: JobSpec, shots: list[ShotRef]) -> list[Place]:
             for frame in list_frames(parse_sequence_url(ref.url)):
                 if os.path.islink(storage.local_path(frame.url)):
                     out.append(Place.of(frame.url, f"shot {ref.name}'s source frame {frame.number}"))
+        if ref.settings is not None and ref.settings.colour.config != spec.colour.config:
+            out.extend(_file(ref.settings.colour.config, f"shot {ref.name}'s OCIO config"))
+    out.extend(_file(spec.colour.config, "the OCIO config (colour.config)"))
     if spec.edit is not None:
         out.append(Place.of(spec.edit.url, "the edit's timeline"))
     for name, ident in spec.identities.items():
         out.extend(Place.of(url, f"identity {name}'s picture") for url in ident.images)
         if ident.adapter is not None:
             out.append(Place.of(ident.adapter.url, f"identity {name}'s adapter"))
+    read_from = read_from or SpecFiles()
+    if read_from.spec is not None:
+        out.extend(_file(read_from.spec, "the job's spec"))
+    for path in read_from.fixes:
+        out.extend(_file(path, "the --fixes file"))
+    out.extend(_trusted(spec))
+    if pack_manifest is not None:
+        out.extend(_file(pack_manifest.url, "the model pack's manifest"))
+        for url in pack_manifest.model_urls(spec.models.pack):
+            out.extend(_file(url, "a model file of the model pack"))
     return out
+
+
+def _trusted(spec: JobSpec) -> list[Place]:
+    """The studio policy (the cluster's ``RECAST_POLICY_URL`` and the spec's ``provenance.policy_url``)
+    and the signer's key and certificate chain (``provenance.signer``)."""
+    from cluster.checks.trust import POLICY_ENV, job_policy_url
+
+    prov = spec.provenance
+    out = []
+    cluster_policy = job_policy_url(spec)
+    if prov is not None and prov.policy_url is not None:
+        out.extend(_file(prov.policy_url, "the studio policy (provenance.policy_url)"))
+    if cluster_policy is not None and (prov is None or prov.policy_url != cluster_policy):
+        out.extend(_file(cluster_policy, f"the studio policy ({POLICY_ENV})"))
+    if prov is not None and prov.signer is not None:
+        key, chain = prov.signer.private_key_url, prov.signer.certificate_chain_url
+        out.extend(_file(key, "the signer's private key (provenance.signer.private_key_url)"))
+        out.extend(_file(chain, "the signer's certificate chain (provenance.signer.certificate_chain_url)"))
+    return out
+
+
+def _file(url: str, what: str) -> list[Place]:
+    """``url`` as one file (whatever characters its name has); none for a built-in ``ocio://`` config."""
+    if url.startswith("ocio://"):
+        return []
+    folder, _, name = normalise(url).rpartition("/")
+    return [Place(folder, name, None, url, what)]
+
+
+def input_folders(spec: JobSpec) -> list[tuple[str, str, str]]:
+    """(normalised folder, as the spec spelt it, what it is) of every folder the job reads whole: the
+    model pack's (``models.pack``; none for the embedded ``builtin:`` pack)."""
+    pack = spec.models.pack
+    if pack.startswith("builtin:"):
+        return []
+    return [(normalise(pack.rstrip("/")), pack, "the model pack's folder (models.pack)")]
 
 
 class _Places:
@@ -214,9 +287,18 @@ def _frame_splits(name: str) -> list[tuple[str, str]]:
     return out
 
 
-def check_destinations(spec: JobSpec, shots: list[ShotRef], work_url: str) -> None:
-    """Refuse a job whose writes would collide, replace one of its inputs or land in its work area,
-    or whose file names the file system or store cannot hold (:func:`check_names`)."""
+def check_destinations(
+    spec: JobSpec,
+    shots: list[ShotRef],
+    work_url: str,
+    *,
+    read_from: SpecFiles | None = None,
+    pack_manifest: ManifestFile | None = None,
+) -> None:
+    """Refuse a job whose writes would collide, replace one of its inputs (:func:`inputs`: with the
+    files it was ``read_from`` and the model files ``pack_manifest`` names), land in a folder it reads
+    whole (:func:`input_folders`) or in its work area, or whose file names the file system or store
+    cannot hold (:func:`check_names`)."""
     from cluster.checks.dest_names import check_names
 
     check_names(written_urls(spec, shots, work_url), work_url)
@@ -232,7 +314,7 @@ def check_destinations(spec: JobSpec, shots: list[ShotRef], work_url: str) -> No
                 f"({earlier.path}); give each a place of its own",
             )
         written.add(dest, field)
-    reads = inputs(spec, shots)
+    reads = inputs(spec, shots, read_from=read_from, pack_manifest=pack_manifest)
     for source in reads:
         hit = written.find(source)
         if hit is not None:
@@ -243,6 +325,18 @@ def check_destinations(spec: JobSpec, shots: list[ShotRef], work_url: str) -> No
                 "an output never replaces one of the job's inputs, whatever output.if_exists says",
             )
     work = normalise(work_url)
+    work_field = "output.work_url" if spec.output.work_url is not None else "output.url"
+    for folder, url, what in input_folders(spec):
+        inside = [(d, f) for d, f in dests if d.folder == folder or d.folder.startswith(folder + "/")]
+        if work == folder or work.startswith(folder + "/"):
+            inside.append((Place(work, "", None, work_url, "the work area"), work_field))
+        if inside:
+            dest, field = inside[0]
+            raise SpecError(
+                field,
+                f"{dest.what} {dest.url} would be written inside {what} {url} ({folder}), which the job "
+                "reads; write elsewhere, whatever output.if_exists says",
+            )
     for place in [*(d for d, _ in dests), *reads]:
         if place.in_work_area(work):
             raise SpecError(

@@ -19,12 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cluster.checks.destinations import check_destinations, pass_urls_of, review_urls_of
+from cluster.checks.destinations import SpecFiles, check_destinations, pass_urls_of, review_urls_of
 from cluster.checks.provenance import audit_url, check_provenance
 from cluster.checks.trust import Authorisation, check_patterns, input_guard, pack_manifest_of
 from cluster.edit import EditPlan, check_timeline_output, publish_bundled, with_edit_shots
 from cluster.spec.fixes import check_fix_frames
 from cluster.spec.job import JobSpec
+from cluster.spec.review import IfExistsRule
 from cluster.spec.shot_refs import ShotRef, ShotSettings, expand_shots, settings_of, work_url_for
 from cluster.spec.windows import ShotWindow, render_chunks, shot_window
 from cluster.state.fingerprints import input_fingerprint, output_exists
@@ -124,12 +125,21 @@ class PreparedJob:
         return self.keys.pack_hash
 
     @property
+    def later_writes(self) -> IfExistsRule:
+        """``output.if_exists`` for the review media, the review playlist and the cut written back."""
+        return IfExistsRule(if_exists=self.spec.output.if_exists, resumed=self.resumed)
+
+    @property
     def chunk_count(self) -> int:
         return sum(len(p.plan.chunks) for p in self.planned)
 
 
 def prepare_job(
-    spec: JobSpec, *, resume: bool | None = None, claim: Callable[[str], None] | None = None
+    spec: JobSpec,
+    *,
+    resume: bool | None = None,
+    claim: Callable[[str], None] | None = None,
+    read_from: SpecFiles | None = None,
 ) -> PreparedJob:
     """Check everything that can be checked without Ray, then plan the job.
 
@@ -137,6 +147,8 @@ def prepare_job(
     require a manifest (``--resume``); False = ignore it and start afresh.
     ``claim(work_url)`` is called once every check has passed, before anything is
     removed or written (the driver takes the work area's lease there).
+    ``read_from``: the files the spec was read from (its spec file, ``--fixes`` files),
+    which no destination may replace.
     """
     from pipeline.models.pack import load_pack
 
@@ -147,7 +159,10 @@ def prepare_job(
     work_url = work_url_for(spec, shots)
     # The studio policy first: a refused identity or path must not cause a single read or write.
     auth = check_provenance(spec, shots, work_url)
-    check_destinations(spec, shots, work_url)  # collisions, inputs replaced: whatever if_exists says
+    # One read of the pack's manifest for every check and the load (the policy's, when it read it).
+    pack_manifest = auth.pack_manifest or pack_manifest_of(spec.models.pack)
+    # Collisions, inputs replaced (the model files too), the pack's folder: whatever if_exists says.
+    check_destinations(spec, shots, work_url, read_from=read_from, pack_manifest=pack_manifest)
     manifest = JobManifest(work_url, manifest_key())
     resumed = False
     if resume is not False:
@@ -158,8 +173,6 @@ def prepare_job(
             )
     if edit is not None:
         check_edit_output(spec, edit, shots, resumed=resumed)
-    # One read of the pack's manifest for every check and the load (the policy's, when it read it).
-    pack_manifest = auth.pack_manifest or pack_manifest_of(spec.models.pack)
     pack_hash = load_pack(spec.models.pack, cache_dir=spec.models.cache_dir, manifest=pack_manifest).hash
     verify_identity_adapters(spec, pack_manifest)
     check_identity_pictures(spec)
@@ -213,6 +226,7 @@ def prepare_job(
                         f"{url} (shot {shot.name}'s pass) already exists (set if_exists: overwrite)",
                     )
         planned.append(planned_one)
+    check_review_media(spec, planned, resumed=resumed)
     check_decode_spec(spec.decode, spec.resources.gpus_per_actor, [(p.ref.name, p.info) for p in planned])
     # An unwritable destination must fail the job now, not after hours of rendering.
     for parent in sorted({_parent(p.ref.output_url) for p in planned}):
@@ -273,6 +287,29 @@ def check_edit_output(spec: JobSpec, edit: EditPlan, shots: list[ShotRef], *, re
         raise SpecError(
             "output.if_exists",
             f"{url} (output.timeline_url) already exists (set if_exists: skip or overwrite)",
+        )
+
+
+def check_review_media(spec: JobSpec, planned: list[PlannedShot], *, resumed: bool) -> None:
+    """``output.if_exists: fail``: the review movie and contact sheet of every shot to render and the
+    review playlist must not be there yet, unless an earlier run of this very job wrote them
+    (``resumed``); ``skip`` and ``overwrite`` are applied as they are written
+    (:class:`cluster.spec.review.IfExistsRule`)."""
+    if spec.output.if_exists != "fail" or resumed or spec.output.review is None:
+        return
+    for p in planned:
+        for url, what in zip(review_urls_of(spec, p.ref) or (), ("review movie", "contact sheet")):
+            if output_exists(url):
+                raise SpecError(
+                    "output.if_exists",
+                    f"{url} (shot {p.ref.name}'s {what}, output.review.url) already exists "
+                    "(set if_exists: skip or overwrite)",
+                )
+    playlist = spec.output.review_timeline_url
+    if playlist is not None and output_exists(playlist):
+        raise SpecError(
+            "output.if_exists",
+            f"{playlist} (output.review_timeline_url) already exists (set if_exists: skip or overwrite)",
         )
 
 

@@ -241,6 +241,9 @@ class MediaResolver:
             else:
                 url = urls.canonical(raw)
             check_media_url(url)
+            unshared = urls.unshared(url)
+            if unshared is not None:  # memory://: no actor would see it
+                raise ValueError(unshared)
         except (InputRefused, ValueError) as exc:
             return Unusable(cut.where, f"unusable media {raw!r}: {getattr(exc, 'reason', exc)}")
         self._check(url)

@@ -254,19 +254,19 @@ class Publisher:
             ) from exc
         return replace(published, passes=done)
 
-    def submit_call[T](self, fn: Callable[..., T], *args: Any) -> Future[T]:
+    def submit_call[T](self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
         """Run another publishing step (e.g. :func:`cluster.publish.sequences.complete_sequence`, or
         :func:`cluster.publish.review.publish_review`) on these threads."""
-        return self._pool.submit(self._guarded, fn, *args)
+        return self._pool.submit(self._guarded, fn, *args, **kwargs)
 
     def remove_later(self, url: str) -> None:
         """Delete ``url`` (recursively) on the publisher's threads; a failure is logged."""
         self._pool.submit(self._guarded, _remove_quietly, url)
 
-    def _guarded[T](self, fn: Callable[..., T], *args: Any) -> T:
+    def _guarded[T](self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._guard is not None:
             self._guard()
-        return fn(*args)
+        return fn(*args, **kwargs)
 
     def close(self) -> None:
         """Wait for merges in flight, then stop the threads."""

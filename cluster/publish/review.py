@@ -4,21 +4,27 @@ merged from the chunks' review segments with the QC flags burnt in, and the cont
 The actors burn in what they know while rendering (shot, frame, timecode, identity); the flags
 are decided by the driver only when the whole shot is rendered, so they are drawn here in a
 second pass over the merged movie, which is small (at most ``output.review.max_width`` wide).
-Review media are derived dailies: written again by every run (no ``if_exists``), each atomically.
+Review media obey ``output.if_exists`` as the outputs do (:class:`cluster.spec.review.IfExistsRule`):
+``overwrite`` (or a resumed job: an earlier run of this very job wrote them) replaces them, each
+atomically; otherwise each is created only if still absent, and one already there is left as it is
+(:class:`ReviewKept`: a warning in the summary, the shot's output stays published).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
 from cluster.report.summary import ReviewOutputs
-from pipeline.errors import RecastError
+from cluster.spec.review import IfExistsRule
+from pipeline.errors import RecastError, StorageError
 from pipeline.qc.records import Flag
 from pipeline.review import contact
 from pipeline.review.frames import ReviewLook
@@ -58,8 +64,16 @@ class ReviewJob:
         return [self.info.frame_number(p) for p in self.positions]
 
 
-def publish_review(job: ReviewJob, remove_after: str | None = None) -> ReviewOutputs:
+class ReviewKept(RecastError):
+    """A review movie or contact sheet was already there and ``output.if_exists`` keeps it: not written."""
+
+
+def publish_review(job: ReviewJob, remove_after: str | None = None, *, writes: IfExistsRule) -> ReviewOutputs:
     """Merge, burn in the flags, publish the movie; draw and publish the contact sheet.
+
+    ``writes``: how a movie or contact sheet already there is met (``output.if_exists``): replaced, or
+    left as it is (:class:`ReviewKept`, raised before anything is merged when either is there before,
+    or when one appears meanwhile: each is then published create-only).
 
     ``remove_after``: the shot's segment folder, emptied once the review no longer needs it (whether
     the review was written or not) but for this review's own segments: they are small, and a
@@ -68,6 +82,10 @@ def publish_review(job: ReviewJob, remove_after: str | None = None) -> ReviewOut
     from pipeline.video.merge import merge_segments
 
     try:
+        if not writes.overwrite:
+            for url in (job.movie_url, job.contact_url):
+                if storage.exists(url):
+                    raise ReviewKept(writes.left(url, "output.review.url"))
         numbers = job.numbers
         with tempfile.TemporaryDirectory(prefix="recast-review-") as tmp:
             merged, final = os.path.join(tmp, "merged.mp4"), os.path.join(tmp, "review.mp4")
@@ -84,12 +102,26 @@ def publish_review(job: ReviewJob, remove_after: str | None = None) -> ReviewOut
                 frames = burn_flags(merged, final, numbers, job.flags)
             else:  # nothing to burn in: the merged movie is the review movie
                 final, frames = merged, stats.frames
-            storage.publish_file(final, job.movie_url)
-        storage.write_bytes(job.contact_url, _contact(job))
+            with _kept(job.movie_url, writes):
+                storage.publish_file(final, job.movie_url, overwrite=writes.overwrite)
+        sheet = _contact(job)
+        with _kept(job.contact_url, writes):
+            storage.write_bytes(job.contact_url, sheet, overwrite=writes.overwrite)
         return ReviewOutputs(job.movie_url, job.contact_url, frames=frames, flagged_frames=flagged)
     finally:
         if remove_after is not None:
             prune_segments(remove_after, keep=set(job.segment_urls))
+
+
+@contextlib.contextmanager
+def _kept(url: str, writes: IfExistsRule) -> Iterator[None]:
+    """A create-only write of ``url`` that found it there (it appeared meanwhile): :class:`ReviewKept`."""
+    try:
+        yield
+    except StorageError as exc:
+        if exc.reason != storage.ALREADY_EXISTS:
+            raise
+        raise ReviewKept(writes.left(url, "output.review.url")) from exc
 
 
 def prune_segments(folder: str, *, keep: set[str]) -> None:

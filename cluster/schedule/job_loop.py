@@ -432,7 +432,7 @@ class JobLoop:
         review = review_job(run, self.spec, flags)
         if review is not None:  # it reads the (review) segments, and removes them when done
             self.reviews[run.name] = self.publisher.submit_call(
-                publish_review, review, None if keep else segments_url
+                publish_review, review, None if keep else segments_url, writes=self.prepared.later_writes
             )
         elif not run.shot.is_sequence and not keep:
             self.publisher.remove_later(segments_url)

@@ -14,7 +14,7 @@ from cluster.report.summary import ReviewOutputs
 from cluster.schedule.observer import JobObserver
 from cluster.schedule.shot_finish import shot_review
 from cluster.schedule.shot_run import segment_home
-from pipeline.errors import RecastError
+from pipeline.errors import RecastError, StorageError
 from pipeline.qc.records import Flag
 from pipeline.review.playlist import ReviewClip, playlist_bytes
 from pipeline.store import storage
@@ -26,8 +26,9 @@ logger = logging.getLogger(__name__)
 def write_reviews(
     prepared: PreparedJob, observer: JobObserver, reviews: Mapping[str, Future[ReviewOutputs]]
 ) -> None:
-    """Record each shot's review media (a failure is a warning: the output stays published), then
-    write the playlist of every review movie there is, atomically."""
+    """Record each shot's review media (a failure, or one left as it was by ``output.if_exists``, is a
+    warning: the output stays published), then write the playlist of every review movie there is,
+    atomically, as ``output.if_exists`` allows (:class:`cluster.spec.review.IfExistsRule`)."""
     spec = prepared.spec
     review = spec.output.review
     if review is None:
@@ -58,6 +59,10 @@ def write_reviews(
     url = spec.output.review_timeline_url
     if url is None:
         return
+    writes = prepared.later_writes
+    if writes.skips and storage.exists(url):
+        observer.warn([writes.left(url, "output.review_timeline_url")])
+        return
     infos: dict[str, VideoInfo] = {p.ref.name: p.info for p in prepared.planned}
     infos.update({r.ref.name: r.info for r in prepared.reused})
     clips = []
@@ -66,7 +71,7 @@ def write_reviews(
         movie = review.movie_url(name, spec.job_id)
         if shot is not None and shot.review is not None:
             frames = shot.review.frames
-        elif name in infos and storage.exists(movie):  # kept from an earlier run of the job
+        elif prepared.resumed and name in infos and storage.exists(movie):  # kept from an earlier run
             from pipeline.video.probe import probe
 
             frames = probe(movie).frame_count
@@ -74,9 +79,15 @@ def write_reviews(
             continue
         clips.append(ReviewClip(shot=name, url=movie, frames=frames, rate=infos[name].frame_rate))
     try:
-        storage.write_bytes(url, playlist_bytes(spec.job_id, clips))
+        storage.write_bytes(url, playlist_bytes(spec.job_id, clips), overwrite=writes.overwrite)
     except RecastError as exc:
-        observer.summary.failures.append(f"output.review_timeline_url: {exc}")
+        # There by now (it appeared after the checks): left untouched, a failure unless if_exists skips it.
+        if not (isinstance(exc, StorageError) and exc.reason == storage.ALREADY_EXISTS):
+            observer.summary.failures.append(f"output.review_timeline_url: {exc}")
+        elif writes.skips:
+            observer.warn([writes.left(url, "output.review_timeline_url")])
+        else:
+            observer.summary.failures.append(writes.left(url, "output.review_timeline_url"))
         return
     observer.summary.review_timeline_url = url
     logger.info("job %s: review playlist of %d shot(s) written to %s", spec.job_id, len(clips), url)
@@ -99,4 +110,6 @@ def _made_again(prepared: PreparedJob, reused: ReusedShot) -> ReviewOutputs | No
         return None
     logger.info("shot %s: review media made again from the records of the run that published it", name)
     # The segments a stopped driver left are removed now, all but the review segments.
-    return publish_review(job, None if prepared.spec.output.keep_segments else home.folder)
+    return publish_review(
+        job, None if prepared.spec.output.keep_segments else home.folder, writes=prepared.later_writes
+    )

@@ -14,6 +14,15 @@ are the ones the QC report, ``summary.json`` and the ``tracks`` pass show::
 
 A resubmitted job renders again only the chunks whose frames a changed fix touches
 (:func:`fixes_of_chunk` is what enters a chunk's render key).
+
+Bounds: frame numbers (a fix's and its box keys') lie within +-:data:`MAX_FRAME_NUMBER` when the spec
+is read and within the shot once it is probed (:func:`check_fix_frames`); box coordinates are finite
+pixels from 0 to :data:`MAX_BOX_COORD`, then within the plate; a box has at most :data:`MAX_BOX_KEYS`
+keys; a track number is below :data:`~pipeline.tracking.fixes.FIX_TRACK_BASE`.  A shot takes at most
+:data:`MAX_FIXES_PER_SHOT` fixes and a job :data:`MAX_FIXES_PER_JOB`.  Two fixes that say different
+things of one track on the same frames (``keep_plate`` and an ``identity``, or two identities) are
+refused, naming both (:func:`contradicting_fixes`); two boxes, or ``faces`` settings on frames
+another fix changes, combine.
 """
 
 from __future__ import annotations
@@ -22,13 +31,14 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator, model_validator
 
 from cluster.spec.frames import FrameRange
 from pipeline.configbase import Frozen
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig
 from pipeline.tracking.fixes import (
+    FIX_TRACK_BASE,
     RENDER_FACE_FIELDS,
     AddBox,
     FaceSettings,
@@ -39,15 +49,39 @@ from pipeline.tracking.fixes import (
 )
 from pipeline.video.probe import VideoInfo
 
-Box = tuple[float, float, float, float]
+MAX_FRAME_NUMBER = 10**9
+"""Frame numbers of fixes and box keys lie strictly between minus and plus this (before the probe)."""
+MAX_BOX_COORD = 65_536.0
+"""Box coordinates are pixels from 0 to this (``limits.max_width`` and ``max_height`` at most), before
+the probe puts them within the plate."""
+MAX_BOX_KEYS = 1_000
+"""Most keys of one box (a key on every frame of 40 s at 24 fps)."""
+MAX_FIXES_PER_SHOT = 1_000
+"""Most fixes of one shot (its ``fixes:`` and the ``--fixes`` files' for it)."""
+MAX_FIXES_PER_JOB = 10_000
+"""Most fixes of a whole job."""
+
+
+def _bounded_frames(frames: FrameRange) -> FrameRange:
+    if not (-MAX_FRAME_NUMBER < frames.first and frames.last < MAX_FRAME_NUMBER):
+        raise ValueError(f"frame numbers must lie between -{MAX_FRAME_NUMBER:,} and {MAX_FRAME_NUMBER:,}")
+    return frames
+
+
+FixFrames = Annotated[FrameRange, AfterValidator(_bounded_frames)]
+"""A fix's frames: a frame range whose numbers are within +-:data:`MAX_FRAME_NUMBER`."""
+BoxKey = Annotated[int, Field(gt=-MAX_FRAME_NUMBER, lt=MAX_FRAME_NUMBER)]
+BoxCoord = Annotated[float, Field(ge=0.0, le=MAX_BOX_COORD, allow_inf_nan=False)]
+Box = tuple[BoxCoord, BoxCoord, BoxCoord, BoxCoord]
 
 
 class KeepPlateFix(Frozen):
     """``track: N, action: keep_plate``: that track keeps the plate's face on these frames (no swap)."""
 
-    frames: FrameRange
-    """The frames fixed (the plate's own numbers, inclusive: ``1013-1028``)."""
-    track: int = Field(ge=0)
+    frames: FixFrames
+    """The frames fixed (the plate's own numbers, inclusive: ``1013-1028``), within the shot's rendered
+    frames."""
+    track: int = Field(ge=0, lt=FIX_TRACK_BASE)
     """The track, as the QC report, ``summary.json`` and the ``tracks`` pass number it."""
     action: Literal["keep_plate"]
     """``keep_plate``: no face is rendered on this track on these frames."""
@@ -56,9 +90,9 @@ class KeepPlateFix(Frozen):
 class IdentityFix(Frozen):
     """``track: N, identity: NAME``: that track becomes another identity on these frames."""
 
-    frames: FrameRange
-    """The frames fixed (the plate's own numbers, inclusive)."""
-    track: int = Field(ge=0)
+    frames: FixFrames
+    """The frames fixed (the plate's own numbers, inclusive), within the shot's rendered frames."""
+    track: int = Field(ge=0, lt=FIX_TRACK_BASE)
     """The track, as the QC report, ``summary.json`` and the ``tracks`` pass number it."""
     identity: str
     """The identity rendered instead: declared in ``identities:`` and cleared like any other."""
@@ -67,11 +101,12 @@ class IdentityFix(Frozen):
 class BoxFix(Frozen):
     """``box: {frame: [x0, y0, x1, y1], ...}``: a face the detector missed, rendered like any face."""
 
-    frames: FrameRange
-    """The frames fixed (the plate's own numbers, inclusive)."""
-    box: dict[int, Box] = Field(min_length=1)
+    frames: FixFrames
+    """The frames fixed (the plate's own numbers, inclusive), within the shot's rendered frames."""
+    box: dict[BoxKey, Box] = Field(min_length=1, max_length=MAX_BOX_KEYS)
     """Keyframed boxes in pixels (frame -> ``[x0, y0, x1, y1]``), linear between keys and held
-    before the first and after the last."""
+    before the first and after the last.  Keys are frames of the shot; a box lies within the plate
+    (``0 <= x0 < x1 <= width``, ``0 <= y0 < y1 <= height``, the stored pixels)."""
     identity: str | None = None
     """Who the face becomes; None: the shot's ``selection.source`` (or its first reference's source)."""
 
@@ -89,8 +124,8 @@ class BoxFix(Frozen):
 class FacesFix(Frozen):
     """``faces: {...}``: render settings (blend, mask, enhancer) for these frames only."""
 
-    frames: FrameRange
-    """The frames fixed (the plate's own numbers, inclusive)."""
+    frames: FixFrames
+    """The frames fixed (the plate's own numbers, inclusive), within the shot's rendered frames."""
     faces: FaceConfig
     """The ``faces`` keys to change on these frames: ``enhance``, ``enhance_blend``, ``occlusion``,
     ``color_match``, ``mask_erode``, ``mask_blur`` (the others belong to the whole shot)."""
@@ -161,14 +196,68 @@ def check_fix_frames(
     delivered: tuple[int, int],
     field: str,
 ) -> None:
-    """SpecError naming ``<field>.fixes[j]`` when a fix names a frame the shot does not render."""
+    """SpecError naming ``<field>.fixes[j]`` when a fix names a frame the shot does not render, a box
+    key on a frame the plate does not have, or a box that is not within the plate's pixels."""
     first, last = info.frame_number(delivered[0]), info.frame_number(delivered[1] - 1)
+    plate = (info.frame_number(0), info.frame_number(info.frame_count - 1))
     for j, fix in enumerate(fixes):
         if fix.frames.first < first or fix.frames.last > last:
             raise SpecError(
                 f"{field}.fixes[{j}]",
                 f"frames {fix.frames} are outside the shot, which renders frames {first}-{last}",
             )
+        if isinstance(fix, BoxFix):
+            _check_box(fix, f"{field}.fixes[{j}]", frames=plate, info=info)
+
+
+def _check_box(fix: BoxFix, name: str, *, frames: tuple[int, int], info: VideoInfo) -> None:
+    keys = list(fix.box)  # sorted when read
+    if keys[0] < frames[0] or keys[-1] > frames[1]:
+        outside = keys[0] if keys[0] < frames[0] else keys[-1]
+        raise SpecError(
+            f"{name}.box",
+            f"key frame {outside} is not a frame of the shot, whose frames are {frames[0]}-{frames[1]}",
+        )
+    for frame, (x0, y0, x1, y1) in fix.box.items():
+        if x1 > info.width or y1 > info.height:  # 0 <= x0 < x1 and 0 <= y0 < y1: checked when read
+            raise SpecError(
+                f"{name}.box",
+                f"the box at frame {frame} ({x0:g}, {y0:g}, {x1:g}, {y1:g}) is not within the plate, "
+                f"which is {info.width}x{info.height} pixels",
+            )
+
+
+def contradicting_fixes(
+    fixes: tuple[KeepPlateFix | IdentityFix | BoxFix | FacesFix, ...],
+) -> tuple[int, int] | None:
+    """The indexes ``(j, k)``, ``j < k``, of two fixes that say different things of one track on
+    overlapping frames (``keep_plate`` and an identity, or two different identities), or None.
+
+    Sorted by track and first frame, then one pass: of the fixes of a track seen so far, the one
+    reaching furthest, and the one reaching furthest among those that say something else, are the
+    only ones a fix can overlap first with a different outcome (O(n log n), never every pair)."""
+    spans = sorted(
+        (fix.track, fix.frames.first, j, fix.frames.last, fix_action(fix))
+        for j, fix in enumerate(fixes)
+        if isinstance(fix, KeepPlateFix | IdentityFix)
+    )
+    track: int | None = None
+    best: tuple[int, int, str] | None = None  # (last frame, index, what it says)
+    other: tuple[int, int, str] | None = None  # the furthest of those saying other than ``best``
+    for tr, start, j, last, says in spans:
+        if tr != track:
+            track, best, other = tr, None, None
+        for seen in (best, other):
+            if seen is not None and seen[2] != says and seen[0] >= start:
+                return (min(seen[1], j), max(seen[1], j))
+        here = (last, j, says)
+        if best is None or last > best[0]:
+            if best is not None and best[2] != says:
+                other = best
+            best = here
+        elif best[2] != says and (other is None or last > other[0]):
+            other = here
+    return None
 
 
 def fix_ops(

@@ -42,11 +42,16 @@ class MergedFixes:
     origins: Mapping[str, tuple[str, str, int]] = field(default_factory=dict)
 
     def rename(self, exc: SpecError) -> SpecError:
-        """``exc`` naming the file and the shot when it is about a merged fix (else ``exc`` itself)."""
+        """``exc`` naming the file and the shot when it is about a merged fix (else ``exc`` itself); a
+        merged fix its reason names (the other of two that contradict each other) is named so too."""
+        reason = exc.reason
+        for where, (path, shot, k) in self.origins.items():
+            if where in reason:  # "shots[0].fixes[1]" is no part of "shots[0].fixes[12]"
+                reason = reason.replace(where, f"{path} (shot {shot}, fixes[{k}])")
         for where, (path, shot, k) in self.origins.items():
             if exc.field == where or exc.field.startswith((where + ".", where + "[")):
-                return SpecError(f"{path} (shot {shot}, fixes[{k}])", exc.reason)
-        return exc
+                return SpecError(f"{path} (shot {shot}, fixes[{k}])", reason)
+        return exc if reason == exc.reason else SpecError(exc.field, reason)
 
 
 def read_fixes_file(path: str) -> FixesFile:

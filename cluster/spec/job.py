@@ -32,6 +32,7 @@ submit --working-dir``) the job runs in a copy of it: give outputs as absolute p
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -40,6 +41,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from cluster.lease.acquire import LeaseConfig
 from cluster.spec.edit import EditSpec
+from cluster.spec.fixes import MAX_FIXES_PER_JOB, MAX_FIXES_PER_SHOT, contradicting_fixes, fix_action
 from cluster.spec.output import FieldError, OutputSpec
 from cluster.spec.shot import NAME_RE, ColourSpec, ShotSpec, overridden
 from pipeline.configbase import Frozen
@@ -124,21 +126,31 @@ class ResumeSpec(Frozen):
     """``sampled`` (fast, the default) or ``full`` (every byte hashed): how a source is fingerprinted."""
 
 
+MAX_CPUS_PER_ACTOR = 1024.0
+"""``resources.cpus_per_actor`` at most (no node has more; Ray could never place the actor)."""
+MAX_GPUS_PER_ACTOR = 64.0
+"""``resources.gpus_per_actor`` at most."""
+MAX_ACTORS = 100_000
+"""``resources.max_actors`` at most."""
+MAX_INFLIGHT_PER_ACTOR = 64
+"""``resources.max_inflight_per_actor`` at most."""
+
 # ``resources.dispatch_order``: the queue policy of :mod:`cluster.schedule.work_queue`.
 DispatchOrder = Literal["render_first", "analysis_first"]
 
 
 class ResourcesSpec(Frozen):
-    """Actor sizing.  ``gpus_per_actor`` None: 1 when the cluster has GPUs, else CPU actors."""
+    """Actor sizing.  ``gpus_per_actor`` None: 1 when the cluster has GPUs, else CPU actors.  Every
+    amount is a finite number (``.inf`` and ``.nan`` are refused)."""
 
-    gpus_per_actor: float | None = Field(default=None, ge=0.0)
+    gpus_per_actor: float | None = Field(default=None, ge=0.0, le=MAX_GPUS_PER_ACTOR, allow_inf_nan=False)
     """GPUs (or a share of one) each render actor asks Ray for; None: 1 on a GPU cluster, else 0."""
-    cpus_per_actor: float = Field(default=1.0, gt=0.0)
+    cpus_per_actor: float = Field(default=1.0, gt=0.0, le=MAX_CPUS_PER_ACTOR, allow_inf_nan=False)
     """CPUs each render actor asks Ray for (and the threads its model sessions use on CPU)."""
-    max_actors: int | None = Field(default=None, ge=1)
+    max_actors: int | None = Field(default=None, ge=1, le=MAX_ACTORS)
     """Render actors to run (at most one per chunk); those the cluster cannot place yet are the autoscaler's
     demand.  None: as many as the cluster holds now."""
-    max_inflight_per_actor: int = Field(default=2, ge=1)
+    max_inflight_per_actor: int = Field(default=2, ge=1, le=MAX_INFLIGHT_PER_ACTOR)
     """Calls queued on one actor at a time (one running, the rest waiting), so its next
     chunk is ready when the current one ends."""
     decode_cache_mb: int = Field(default=2048, ge=0, le=1024 * 1024, strict=True)
@@ -153,14 +165,15 @@ class ResourcesSpec(Frozen):
     one of them), so the driver itself only schedules and records.  They ask Ray for no CPU and run on
     the driver's node; more of them for many crowd shots on a large cluster."""
     custom: dict[str, float] = Field(default_factory=dict)
-    """Advanced: custom Ray resources each actor asks for, e.g. ``{accelerator_type_L4: 0.01}``."""
+    """Advanced: custom Ray resources each actor asks for, e.g. ``{accelerator_type_L4: 0.01}``
+    (finite amounts above 0)."""
 
     @field_validator("custom")
     @classmethod
     def _positive(cls, custom: dict[str, float]) -> dict[str, float]:
-        bad = sorted(name for name, amount in custom.items() if amount <= 0)
+        bad = sorted(name for name, amount in custom.items() if not (math.isfinite(amount) and amount > 0))
         if bad:
-            raise ValueError(f"amounts must be > 0, got {bad}")
+            raise ValueError(f"amounts must be finite numbers above 0, not those of {bad}")
         return custom
 
 
@@ -310,6 +323,22 @@ class JobSpec(Frozen):
                     raise FieldError(f"shots[{i}].fixes[{j}]", f"identity {name!r} is not in identities")
         return self
 
+    @model_validator(mode="after")
+    def _fixes_agree(self) -> JobSpec:
+        for i, shot in enumerate(self.shots):
+            found = contradicting_fixes(shot.fixes)
+            if found is not None:
+                j, k = found
+                first, second = shot.fixes[j], shot.fixes[k]
+                raise FieldError(
+                    f"shots[{i}].fixes[{k}]",
+                    f"frames {second.frames}, track {getattr(second, 'track', '?')}: {fix_action(second)}, "
+                    f"but shots[{i}].fixes[{j}] says {fix_action(first)} on frames {first.frames} of that "
+                    "track; two fixes of one track on overlapping frames must agree (narrow their frames "
+                    "or remove one)",
+                )
+        return self
+
 
 def _check_selection(selection: SelectionConfig, known: set[str], field: str) -> None:
     if selection.mode in ("all", "largest"):
@@ -322,6 +351,43 @@ def _check_selection(selection: SelectionConfig, known: set[str], field: str) ->
         for name in (ref, src):
             if name not in known:
                 raise FieldError(f"{field}.references.{ref}", f"{name!r} is not in identities")
+
+
+def _check_fix_counts(data: Mapping[str, Any]) -> None:
+    """SpecError naming ``shots[i].fixes`` (or ``shots``) past :data:`MAX_FIXES_PER_SHOT` fixes in a
+    shot or :data:`MAX_FIXES_PER_JOB` in the job: counted in the parsed YAML, before any is validated."""
+    shots = data.get("shots")
+    if not isinstance(shots, list):
+        return
+    total = 0
+    for i, shot in enumerate(shots):
+        fixes = shot.get("fixes") if isinstance(shot, Mapping) else None
+        if not isinstance(fixes, list):
+            continue
+        if len(fixes) > MAX_FIXES_PER_SHOT:
+            raise SpecError(
+                f"shots[{i}].fixes", f"{len(fixes):,} fixes; a shot takes at most {MAX_FIXES_PER_SHOT:,}"
+            )
+        total += len(fixes)
+        if total > MAX_FIXES_PER_JOB:
+            raise SpecError(
+                "shots", f"more than {MAX_FIXES_PER_JOB:,} fixes in the job (by shots[{i}]); split the job"
+            )
+
+
+_FIX_TAGS = frozenset({"keep_plate", "identity", "box", "faces"})
+
+
+def _field_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """A pydantic error's location as the spec writes it: without the kind of fix pydantic adds after a
+    fix's index (``fixes[1].box.box[70]`` is ``fixes[1].box[70]``) nor the ``[key]`` after a mapping key."""
+    out: list[int | str] = []
+    for i, part in enumerate(loc):
+        after_fix = i >= 2 and loc[i - 2] == "fixes" and isinstance(loc[i - 1], int)
+        if (after_fix and part in _FIX_TAGS) or part == "[key]":
+            continue
+        out.append(part)
+    return tuple(out)
 
 
 def dotted(loc: tuple[int | str, ...]) -> str:
@@ -348,6 +414,7 @@ def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
             f"{redact_text(credentials[1])}: credentials do not belong in a URL; they come from "
             "the environment (AWS_* variables, an instance role or service account)",
         )
+    _check_fix_counts(data)
     from cluster.spec.paths import canonical_paths
 
     data = canonical_paths(dict(data), base_dir)  # every URL in one spelling, before any check reads it
@@ -358,7 +425,7 @@ def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
         ctx_error = (err.get("ctx") or {}).get("error")
         if isinstance(ctx_error, FieldError):
             raise SpecError(ctx_error.field, ctx_error.reason) from None
-        loc = tuple(p for p in err["loc"])
+        loc = _field_loc(tuple(err["loc"]))
         message = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown key"
@@ -389,4 +456,6 @@ def read_yaml(path_or_url: str, what: str = "job spec", field: str = "spec") -> 
     except yamlload.ImpossibleDateError as exc:
         raise SpecError(dotted(exc.loc), f"{exc} in {path_or_url}") from None
     except yamlload.LoadError as exc:  # line, column, problem: never the line's text (a secret?)
+        if exc.loc:  # a value refused (a tag it does not fit, a 5,000-digit integer): its field
+            raise SpecError(dotted(exc.loc), f"{exc} in {path_or_url}") from None
         raise SpecError(field, f"{path_or_url} is not valid YAML: {exc}") from None

@@ -55,8 +55,11 @@ class OutputSpec(Frozen):
     hardware: bool = True
     """Use NVENC where the GPU has it (A100, H100 and H200 have none); false: always software."""
     if_exists: Literal["fail", "skip", "overwrite"] = "fail"
-    """When an output already exists: ``fail`` the job before anything renders, ``skip`` that shot, or
-    ``overwrite`` it (replaced in one step when the new one is complete)."""
+    """When a file the job writes already exists (an output, a pass, a review movie or contact sheet, the
+    review playlist, the cut written back): ``fail`` the job before anything renders, ``skip`` it (a
+    shot whose output exists is not rendered; other files are left as they are, with a warning), or
+    ``overwrite`` it (replaced in one step when the new one is complete).  A resumed job rewrites what
+    its earlier run wrote.  Whatever it says, nothing the job writes may replace a file it reads."""
     work_url: str | None = None
     """Where segments, the manifest and the job summary go; None: ``.recast-work/<job_id>/`` beside
     the first output."""

@@ -14,6 +14,11 @@ unknown scheme) is a SpecError naming the field.  A field the job *writes*
 is checked for ``..`` segments as written, before anything is normalised:
 ``out/../../escape/{shot}.mp4`` is refused, not collapsed into a place outside
 the folder it seems to name.
+
+No field may name a store inside one process (``memory://``, :func:`pipeline.store.urls.unshared`):
+the job's actors are other processes, on other nodes, and would neither find what the driver reads
+there nor write where the driver reads back (its outputs, passes, review media, timelines and work
+area alike).
 """
 
 from __future__ import annotations
@@ -75,9 +80,13 @@ def _canonical(name: str, value: Any, base_dir: str | None) -> Any:
     if not isinstance(value, str) or value.startswith(NOT_STORAGE):
         return value
     try:
-        return urls.canonical(value, base_dir)
+        url = urls.canonical(value, base_dir)
     except InputRefused as exc:
         raise SpecError(name, f"{value!r}: {exc.reason}") from None
+    reason = urls.unshared(url)
+    if reason is not None:
+        raise SpecError(name, reason)
+    return url
 
 
 def _values(data: Any, spec_field: str) -> Iterator[tuple[str, str]]:

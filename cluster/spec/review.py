@@ -1,8 +1,11 @@
-"""``output.review``: a review movie per shot (H.264 dailies with burn-ins), and its contact sheet."""
+"""``output.review``: a review movie per shot (H.264 dailies with burn-ins), and its contact sheet;
+and how the files a job writes once its shots are published meet files already there
+(:class:`IfExistsRule`)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -46,3 +49,38 @@ class ReviewSpec(Frozen):
 def contact_url(movie_url: str) -> str:
     """The contact sheet beside the review movie ``movie_url``."""
     return movie_url[: -len(REVIEW_EXTENSION)] + CONTACT_SUFFIX
+
+
+@dataclass(frozen=True, kw_only=True)
+class IfExistsRule:
+    """``output.if_exists`` for the files a job writes once its shots are published: each shot's review
+    movie and contact sheet (``output.review.url``), the review playlist (``output.review_timeline_url``)
+    and the cut written back (``output.timeline_url``).
+
+    ``overwrite``, or a resumed job (an earlier run of this very job wrote them: ``resumed``), replaces
+    one atomically.  Otherwise each is created only if still absent: with ``fail`` one that exists is
+    refused before Ray (:func:`cluster.checks.prepare.check_review_media`), with ``skip`` it is left as
+    it is and the summary warns; one that appeared while the job ran is left untouched (:meth:`left`).
+    """
+
+    if_exists: Literal["fail", "skip", "overwrite"]
+    resumed: bool
+
+    @property
+    def overwrite(self) -> bool:
+        """Whether a file already there is replaced."""
+        return self.if_exists == "overwrite" or self.resumed
+
+    @property
+    def skips(self) -> bool:
+        """Whether a file already there is left as it is, with a warning (not a failure)."""
+        return self.if_exists == "skip" and not self.resumed
+
+    def left(self, url: str, field: str) -> str:
+        """Why ``url`` (named by the spec's ``field``) was not written: it was there."""
+        if self.skips:
+            return f"{url} ({field}) exists: left as it is (if_exists: skip)"
+        return (
+            f"{url} ({field}) appeared after the job's checks; with output.if_exists: {self.if_exists} "
+            "it is left untouched, not overwritten"
+        )

@@ -4,6 +4,11 @@ Credentials belong in the environment (instance roles, AWS_* variables), never
 in specs, manifests, reports or logs.  When one is passed by mistake we replace
 it with ``REDACTED`` wherever we write text: AWS key ids, values of secret-looking
 keys, URL userinfo, signed-URL query parameters, bearer tokens and PEM private keys.
+
+A secret-looking key is a word (``password``, ``aws_secret_access_key``, ``Cookie``) followed by
+``:`` or ``=`` and a value, never a piece of a path: in ``/data/secret_plates/sc01.mov: not found``
+or ``/etc/passwd_copy: is a folder`` the word is a file's name, and the refusal that names the file
+is printed as written.  The same goes for mapping keys: ``{"/data/secret.mov": ...}`` is a path.
 """
 
 from __future__ import annotations
@@ -136,7 +141,19 @@ _ALREADY = rf"(?=\S)(?![\"']?(?:{_AUTH_SCHEMES}\s+)?{re.escape(REDACTED)})"
 """Not at a value redacted already (``Basic ***REDACTED***``): redacting is idempotent."""
 
 
+_PATH_TAIL = re.compile(r"[/\\][A-Za-z0-9_.~%+-]*\Z")
+"""The end of a path written up to a name: ``/data/plates/`` or ``C:\\plates\\my-``."""
+
+
+def _in_path(match: re.Match[str]) -> bool:
+    """Whether ``match`` begins inside a path (its key is a file or folder name, not a setting)."""
+    start = match.start()
+    return bool(_PATH_TAIL.search(match.string, max(0, start - 256), start))
+
+
 def _redact_value(match: re.Match[str]) -> str:
+    if _in_path(match):
+        return match.group(0)
     value = match.group("v")
     if value[:1] in ("'", '"'):
         quote = value[0]
@@ -168,7 +185,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
             rf"(?P<scheme>{_AUTH_SCHEMES}\s+)?{_ALREADY}[^\r\n\"']+",
             re.IGNORECASE,
         ),
-        rf"\g<k>\g<scheme>{REDACTED}",
+        lambda m: m.group(0) if _in_path(m) else f"{m.group('k')}{m.group('scheme') or ''}{REDACTED}",
     ),
     (re.compile(rf"(?P<k>\bBearer\s+){_ALREADY}[A-Za-z0-9._~+/-]+=*", re.IGNORECASE), rf"\g<k>{REDACTED}"),
     # key=value, key: value, "key": "value" with a secret-looking key; a quoted value is
@@ -204,8 +221,9 @@ def plain_numbers(values: list[Any] | tuple[Any, ...]) -> bool:
 
 
 def is_secret_key(key: str) -> bool:
-    """True when a mapping key names a credential (``aws_secret_access_key``, ``token``...)."""
-    return bool(_SECRET_KEY.search(key))
+    """True when a mapping key names a credential (``aws_secret_access_key``, ``token``...); a path
+    (``/data/secret_plates/sc01.mov``) names a file, not a credential."""
+    return "/" not in key and "\\" not in key and bool(_SECRET_KEY.search(key))
 
 
 def redact(value: Any) -> Any:

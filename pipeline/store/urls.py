@@ -18,6 +18,9 @@ form:
   (object stores do not collapse it, and proxies differ);
 * chained URLs (a ``::``) and stores other than :data:`REMOTE_SCHEMES` are refused.
 
+``memory://`` (fsspec's store inside one process) is a store here, for tests and tools that run in
+one process; a job spec may not name it (:func:`unshared`): its actors run in other processes.
+
 Nothing here touches the disk or the network.
 """
 
@@ -34,6 +37,8 @@ LOCAL_SCHEMES = ("file", "local")
 REMOTE_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "memory": "memory"}
 """Object stores Recast reads and writes, each alias mapped to its canonical scheme."""
 SUPPORTED = "local paths, file://, s3://, gs:// and memory://"
+PROCESS_SCHEMES = ("memory",)
+"""Stores that live inside one process: no other process (a Ray actor, another node) sees them."""
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 
@@ -88,6 +93,17 @@ def problem(url: str) -> str | None:
         return "a '..' segment in an object-store URL is not allowed"
     if not [p for p in rest.split("/") if p not in ("", ".")]:
         return "names no bucket"
+    return None
+
+
+def unshared(url: str) -> str | None:
+    """Why ``url`` names a place that the other processes of a job cannot reach (None: they can)."""
+    found = scheme(url)
+    if found in PROCESS_SCHEMES:
+        return (
+            f"{found}:// is a store inside one process: the job's actors (other processes, other "
+            "nodes) cannot reach it; give a local path every node shares, s3:// or gs://"
+        )
     return None
 
 

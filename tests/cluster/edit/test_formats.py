@@ -125,3 +125,17 @@ def test_an_aaf_cut_gives_the_same_shots(media: Media, tmp_path) -> None:
         ("mov_a", media.movie, "30-59", 4),
         ("mov_b", media.movie, "60-74", 4),
     ]
+
+
+def test_media_in_a_one_process_store_is_unusable(media: Media, tmp_path) -> None:
+    """A clip on ``memory://`` (fsspec's store inside one process, that no actor shares) is refused
+    naming the clip, as ``output.url: memory://`` is at the spec boundary (issue 41)."""
+    ref = otio.schema.ExternalReference(target_url="memory://plates/M30.mp4")
+    cut = timeline("memory", track("V1", clip("sc020", ref, TR(RT(0, 30), RT(10, 30)))))
+    url = write_otio(cut, str(tmp_path / "memory.otio"))
+    with pytest.raises(SpecError) as err:
+        with_edit_shots(parse_spec(spec_for(media, url, tmp_path)))
+    assert err.value.field == "edit.offline"
+    assert (
+        "clip 'sc020'" in err.value.reason and "memory:// is a store inside one process" in err.value.reason
+    )

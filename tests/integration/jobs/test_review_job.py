@@ -189,3 +189,42 @@ def test_an_exr_plate_review_is_shown_through_its_display_view(ray_local, tmp_pa
     timeline = otio.adapters.read_from_file(str(tmp_path / "review" / "dailies.otio"))
     assert [c.name for c in timeline.find_clips()] == ["sh030"]
     assert (tmp_path / "review" / "sh030_review_contact.png").is_file()
+
+
+def test_review_media_already_there_are_kept_with_skip_and_replaced_with_overwrite(
+    ray_local, tmp_path
+) -> None:
+    """``output.if_exists`` holds for review media and the playlist (issue 41): ``skip`` leaves a review
+    movie and a playlist already there as they are (the summary warns, the output is published);
+    ``overwrite`` replaces them."""
+    source = write_source_image(str(tmp_path / "source.jpg"))
+    clip = make_face_clip(str(tmp_path / "sh010.mp4"), seconds=1, width=160, height=90, fps=FPS)
+    job = _job(tmp_path, {"sh010": clip}, source)
+    review = tmp_path / "review"
+    review.mkdir()
+    movie, sheet, playlist = (
+        review / "sh010_review.mp4",
+        review / "sh010_review_contact.png",
+        review / "dailies.otio",
+    )
+    theirs = b"an editor's cut of the dailies, not this job's"
+    movie.write_bytes(theirs)
+    playlist.write_bytes(theirs)
+
+    job["output"]["if_exists"] = "skip"
+    kept = run_job(parse_spec(job), resume=False)
+    assert kept.ok, kept.table()
+    assert (tmp_path / "out" / "sh010.mp4").is_file()
+    assert movie.read_bytes() == theirs and playlist.read_bytes() == theirs
+    assert not sheet.exists()  # the shot's review media are left as a pair
+    shot = next(s for s in kept.shots if s.name == "sh010")
+    assert shot.review is None and kept.review_timeline_url is None
+    assert any(str(movie) in w and "if_exists: skip" in w for w in kept.warnings), kept.warnings
+    assert any(str(playlist) in w and "if_exists: skip" in w for w in kept.warnings), kept.warnings
+
+    job["output"]["if_exists"] = "overwrite"
+    replaced = run_job(parse_spec(job), resume=False)
+    assert replaced.ok and not replaced.warnings, replaced.table()
+    assert probe(str(movie)).frame_count == FPS and sheet.is_file()
+    timeline = otio.adapters.read_from_file(str(playlist))
+    assert [c.name for c in timeline.find_clips()] == ["sh010"]

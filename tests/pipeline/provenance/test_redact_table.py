@@ -64,6 +64,9 @@ ROWS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ),
     ("https://packs.example/p.tar?token=SECRET123&v=2", ("SECRET123",), ("v=2",)),
     ("https://h/x?access_token=ya29.abc", ("ya29.abc",), ()),
+    # A path before a key does not make the key a path.
+    ('{"path":"/plates/a.mov","token":"abc123"}', ("abc123",), ('"path":"/plates/a.mov"',)),
+    ("/plates/a.mov: password=hunter2", ("hunter2",), ("/plates/a.mov:",)),
 ]
 
 PLAIN = [
@@ -73,6 +76,13 @@ PLAIN = [
     "file:///tmp/plates/a@b.exr",
     "mail jo@example.com about gs://bucket/x@v2.mov",
     "basic settings: 3 shots, 12 chunks",
+    # A word of a secret's key in a path is a file's name: refusals print the path as written.
+    "/data/secret_plates/sc01.mov: not found",
+    "/data/plates/secret.mov: not found",
+    "identities.hero.images[0]: /etc/passwd_copy: is a directory, expected a regular file",
+    "/refs/plates/cookie: is a directory",
+    "s3://bucket/keys/api-key: not found",
+    "C:\\plates\\token: not found",
 ]
 
 
@@ -102,3 +112,8 @@ def test_nested_values_use_the_same_rules() -> None:
     for secret in ("p@ss", "ss@word", "dXNlcjpwYXNz", "two words"):
         assert secret not in text, secret
     assert "@plates/sh010.mov" in text
+
+
+def test_a_path_as_a_mapping_key_is_not_a_secret_key() -> None:
+    value = {"/data/secret_plates/sc01.mov": "published", "secret_key": "abc123"}
+    assert redact(value) == {"/data/secret_plates/sc01.mov": "published", "secret_key": REDACTED}

@@ -126,6 +126,79 @@ def test_syntax_errors_give_line_and_column_never_the_text(text: str) -> None:
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
 
 
+# -- tags and integers (issue 41) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "loc", "problem"),
+    [
+        ("a: !!int abc\n", ("a",), "a value tagged !!int is not a whole number"),  # the audit's
+        ("a: !!float abc\n", ("a",), "a value tagged !!float is not a number"),
+        ("a: !!timestamp abc\n", ("a",), "a value tagged !!timestamp is not a date"),
+        ("a: " + "9" * 5000 + "\n", ("a",), "an integer of more than 30 digits"),  # the audit's
+        ("a: [1, -" + "1" * 31 + "]\n", ("a", 1), "more than 30 digits"),
+        ("a: 0x" + "f" * 31 + "\n", ("a",), "more than 30 digits"),
+        ("a: {b: [0, !!int hunter2-SECRET]}\n", ("a", "b", 1), "!!int is not a whole number"),
+        ("a: !!int 0x_\n", ("a",), "!!int is not a whole number"),  # fits the pattern, not int()
+        ("a: !!bool hunter2-SECRET\n", ("a",), "!!bool is not true or false"),
+        ("a: !!null hunter2-SECRET\n", ("a",), "!!null is not empty, ~ or null"),
+        ("a: !!binary aHVudGVyMg==\n", ("a",), "!!binary values are not accepted"),
+        ("a: !!set {hunter2-SECRET: null}\n", ("a",), "!!set values are not accepted"),
+        ("a: !!omap [{b: 1}]\n", ("a",), "!!omap values are not accepted"),
+        ("a: !!pairs [{b: 1}]\n", ("a",), "!!pairs values are not accepted"),
+        ("a:\n  ? !!int hunter2-SECRET\n  : 1\n", ("a",), "!!int is not a whole number"),  # a key
+        ("- x\n- !!float hunter2-SECRET\n", (1,), "!!float is not a number"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None,
+)
+def test_a_value_its_tag_does_not_fit_is_refused_saying_where(
+    text: str, loc: tuple[int | str, ...], problem: str
+) -> None:
+    with pytest.raises(yamlload.LoadError) as caught:
+        yamlload.load(text)
+    message = str(caught.value)
+    assert problem in message and "hunter2" not in message and "SECRET" not in message, message
+    assert message.startswith("line ") and caught.value.line is not None and caught.value.line >= 1
+    assert caught.value.loc == loc
+    assert caught.value.__cause__ is None
+
+
+def test_values_that_fit_their_tags_still_load() -> None:
+    text = (
+        "i: !!int 12\nh: 0x1F\ns: 1:30\nbig: " + "9" * 30 + "\nf: !!float 1e5\ng: !!float 12\n"
+        "inf: !!float .inf\nt: !!str 12\nb: !!bool yes\nn: !!null ~\nd: !!timestamp 2027-06-30\n"
+        "m: !!map {k: v}\nq: !!seq [1]\n"
+    )
+    data = yamlload.load(text)
+    assert data["i"] == 12 and data["h"] == 31 and data["s"] == 90 and data["big"] == int("9" * 30)
+    assert data["f"] == 1e5 and data["g"] == 12.0 and data["inf"] == float("inf")
+    assert data["t"] == "12" and data["b"] is True and data["n"] is None
+    assert str(data["d"]) == "2027-06-30" and data["m"] == {"k": "v"} and data["q"] == [1]
+
+
+def test_pure_python_events_read_the_same(monkeypatch) -> None:
+    """Without libyaml (PyYAML built without it) the same documents load, and the same ones are refused."""
+    text = "shots:\n  - {name: a, url: x}\ndefaults: &d {p: 1}\nmore: {<<: *d, q: 2}\n"
+    fast = yamlload.load(text)
+    monkeypatch.setattr(yamlload, "_EventParser", None)
+    assert (
+        yamlload.load(text)
+        == fast
+        == {
+            "shots": [{"name": "a", "url": "x"}],
+            "defaults": {"p": 1},
+            "more": {"p": 1, "q": 2},
+        }
+    )
+    for bad, problem in [
+        ("a: !!int abc\n", "!!int"),
+        ("[" * 100 + "]" * 100, "nested deeper than 64 levels"),
+        ("a: 1\na: 2\n", "duplicate key 'a'"),
+    ]:
+        with pytest.raises(yamlload.LoadError, match=problem):
+            yamlload.load(bad)
+
+
 # -- JSON -------------------------------------------------------------------------------------
 
 

@@ -104,13 +104,16 @@ def test_an_output_onto_an_input_is_always_refused(site, data) -> None:
         check_destinations(spec, shots, work_url_for(spec, shots))
 
 
+STORES = [("s3", "s3"), ("S3", "s3"), ("s3a", "s3"), ("gs", "gs"), ("GCS", "gs")]
+"""Schemes of stores a job spec may name, each with its canonical spelling."""
+
+
 @st.composite
-def store_spelling(draw) -> tuple[str, str]:
-    """(a spelling of ``<store>://bucket/plates/plate.mp4``, the canonical form)."""
+def store_spelling(draw, *, in_one_process: bool = True) -> tuple[str, str]:
+    """(a spelling of ``<store>://bucket/plates/plate.mp4``, the canonical form); ``in_one_process``:
+    ``memory://`` too, which a job spec may not name."""
     scheme, canonical_scheme = draw(
-        st.sampled_from(
-            [("s3", "s3"), ("S3", "s3"), ("s3a", "s3"), ("gs", "gs"), ("GCS", "gs"), ("memory", "memory")]
-        )
+        st.sampled_from([*STORES, ("memory", "memory"), ("MEMORY", "memory")] if in_one_process else STORES)
     )
     sep = draw(st.sampled_from(["/", "//", "/./", "/././"]))
     lead = draw(st.sampled_from(["", "/", "./"]))
@@ -132,7 +135,7 @@ def test_object_store_spellings_of_one_place_compare_equal(a, b) -> None:
 
 
 @settings(PROPERTY)
-@given(a=store_spelling(), b=store_spelling())
+@given(a=store_spelling(in_one_process=False), b=store_spelling(in_one_process=False))
 def test_an_object_store_output_onto_its_input_is_refused(site, a, b) -> None:
     (source, want_source), (output, want_output) = a, b
     spec = parse_spec(
@@ -149,6 +152,36 @@ def test_an_object_store_output_onto_its_input_is_refused(site, a, b) -> None:
         return
     with pytest.raises(SpecError, match="would replace"):
         check_destinations(spec, shots, work_url_for(spec, shots))
+
+
+IN_A_SPEC = {
+    "output.url": lambda data, url: data["output"].update(url=url.replace("plate.mp4", "{shot}.mp4")),
+    "output.work_url": lambda data, url: data["output"].update(work_url=url),
+    "shots[0].output": lambda data, url: data["shots"][0].update(output=url),
+    "shots[0].url": lambda data, url: data["shots"][0].update(url=url),
+}
+
+
+@settings(PROPERTY)
+@given(place=store_spelling())
+def test_a_spec_names_no_store_inside_one_process(site, place) -> None:
+    """``memory://`` is a store of this process only: the job's actors would not see what is there,
+    and what they write would not be there for the driver.  Refused in every field, however spelt."""
+    url, canonical = place
+    for field, edit in IN_A_SPEC.items():
+        data = {
+            "job_id": "p",
+            "shots": [{"name": "plate", "url": "s3://b/plate.mp4"}],
+            "identities": {"hero": {"images": [f"{site}/hero.jpg"]}},
+            "output": {"url": "s3://o/{shot}.mp4"},
+        }
+        edit(data, url)
+        if not canonical.startswith("memory://"):
+            parse_spec(data)
+            continue
+        with pytest.raises(SpecError, match="memory:// is a store inside one process") as err:
+            parse_spec(data)
+        assert err.value.field == field
 
 
 @pytest.mark.parametrize(
