@@ -236,8 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from jobs.bench.suite import run_benchmark
+    from pipeline.errors import ClusterUnreachable
 
-    write_outputs(run_benchmark(settings), os.path.abspath(settings.out))
+    try:
+        results = run_benchmark(settings)
+    except ClusterUnreachable as exc:  # RAY_ADDRESS names a cluster that refuses this process
+        print(f"benchmark: {exc}", file=sys.stderr)
+        return 2
+    write_outputs(results, os.path.abspath(settings.out))
     return 0
 
 

@@ -147,8 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     inputs_seconds = time.perf_counter() - started
     import ray
 
+    from jobs.cli import join_ray
+    from pipeline.errors import ClusterUnreachable
+
     if not ray.is_initialized():
-        ray.init(logging_level=logging.WARNING)
+        try:
+            join_ray(ray, logging_level=logging.WARNING)
+        except ClusterUnreachable as exc:
+            print(f"demo: {exc}", file=sys.stderr)
+            return 2
     cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
     actors = args.actors or cpus
     spec_data = demo_spec(out_dir, plate, source, actors=actors, cpus=cpus, face_index=pick.index)

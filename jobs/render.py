@@ -16,6 +16,8 @@ records every committed chunk, and only unfinished work is done again
 
 ``--fixes FILE`` (again for more shots) adds a shot's fixes, as the report's "Frames to
 review" downloads them (:mod:`cluster.spec.fixes_file`), to the spec before it is checked.
+The spec and ``--fixes`` files are inputs of the job: nothing it writes (nor ``--summary-json``)
+may replace them, whatever ``output.if_exists`` says (:class:`cluster.checks.destinations.SpecFiles`).
 
 Everything that can be checked without Ray (spec, sources, model pack,
 adapters, identity pictures, outputs, work area) is checked before Ray starts.
@@ -54,9 +56,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType, ModuleType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from jobs.cli import configure_logging, stopped_by
+from jobs.cli import configure_logging, join_ray, stopped_by
+
+if TYPE_CHECKING:
+    from cluster.checks.destinations import SpecFiles
 
 EXIT_OK, EXIT_RENDER_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -109,6 +114,7 @@ def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> in
     # terminal: Ray prints what the actors write on this process's stdout/stderr as it is.
     redact_process_output()
 
+    from cluster.checks.destinations import SpecFiles
     from cluster.driver import JobRunner
     from cluster.lease.acquire import LeaseLost
     from cluster.spec.fixes_file import load_spec_with_fixes
@@ -121,10 +127,19 @@ def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> in
         print(f"recast: bad job spec: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
+    read_from = SpecFiles(spec=args.spec, fixes=tuple(args.fixes))
+    replaced = _summary_replaces(args.summary_json, read_from)
+    if replaced is not None:
+        print(
+            f"recast: --summary-json {args.summary_json} would replace {redact_text(replaced)}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     runner = JobRunner(
         spec,
         resume=True if args.resume else False if args.fresh else None,
         force_takeover=args.force_takeover,
+        read_from=read_from,  # no destination may replace them
     )
     if stops is not None:
         stops.release = runner.release  # what the stop's deadline gives back before it leaves
@@ -184,6 +199,17 @@ def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> in
     return EXIT_OK
 
 
+def _summary_replaces(summary_json: str | None, read_from: SpecFiles) -> str | None:
+    """What ``--summary-json`` would replace among the files the job was read from (None: nothing)."""
+    if not summary_json:
+        return None
+    from cluster.checks.destinations import normalise
+
+    target = os.path.realpath(summary_json)  # written with open(): a plain local path
+    named = [("the job's spec", read_from.spec)] + [("the --fixes file", p) for p in read_from.fixes]
+    return next((f"{what} {path}" for what, path in named if path and normalise(path) == target), None)
+
+
 def _start_ray(ray: ModuleType, release: Callable[[], None]) -> None:
     """Join ``RAY_ADDRESS`` (or the cluster of a submitted job) when set, else start a local instance.
 
@@ -198,9 +224,12 @@ def _start_ray(ray: ModuleType, release: Callable[[], None]) -> None:
     which logs the stack, sets an alarm that aborts the process 3 s later (SIGABRT: "crashed"), and
     only then hands the signal to Python.  That alarm is cancelled here before the shutdown, which may
     take longer than 3 s on a busy machine.
+
+    A cluster that refuses the driver (Ray's token authentication) is a ClusterUnreachable saying what
+    to set (:func:`jobs.cli.join_ray`): exit 2, the lease given back.
     """
     try:
-        ray.init(log_to_driver=True, logging_level=logging.WARNING)
+        join_ray(ray, log_to_driver=True, logging_level=logging.WARNING)
     except BaseException as exc:
         stop = exc if isinstance(exc, SystemExit) else stopped_by(exc)
         if stop is None:

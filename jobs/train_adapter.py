@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from jobs.cli import configure_logging
+from jobs.cli import configure_logging, join_ray
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".mxf", ".avi", ".webm", ".ts", ".m4v")
@@ -184,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             import ray
 
             if not ray.is_initialized():
-                ray.init(log_to_driver=True, logging_level=logging.WARNING)
+                join_ray(ray, log_to_driver=True, logging_level=logging.WARNING)
             # Storage settings reach the task through the job's runtime env (see the docstring).
             task = ray.remote(num_gpus=args.num_gpus)(train_job)
             try:

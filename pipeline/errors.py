@@ -92,3 +92,8 @@ class LeaseError(_TwoPartError):
         super().__init__(f"work area {work_url}: {reason}")
         self.work_url = work_url
         self.reason = reason
+
+
+class ClusterUnreachable(RecastError):
+    """The Ray cluster to join (``RAY_ADDRESS``, a submitted job's cluster) refused this process or
+    could not be reached; the message says what to set (:func:`jobs.cli.join_ray`)."""

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from jobs.bench.plates import FORMATS, PlateFormat, PlateMaker, dims, face_box, frame_name, plate_frame
+from jobs.cli import join_ray
 
 logger = logging.getLogger(__name__)
 
@@ -280,7 +281,7 @@ def job_runs(settings: PlateSettings, source: str, cache_dir: str) -> dict[str, 
             address="local", num_cpus=settings.cores, include_dashboard=False, logging_level=logging.WARNING
         )
     else:
-        ray.init(logging_level=logging.WARNING)
+        join_ray(ray, logging_level=logging.WARNING)
     runs: dict[str, Any] = {}
     try:
         for name, (url, output, codec) in plates.items():

@@ -25,6 +25,7 @@ from jobs.bench.report import derive
 from jobs.bench.runs import compare
 from jobs.bench.scenarios import SCENARIOS, Context, Scenario
 from jobs.bench.settings import Settings
+from jobs.cli import join_ray
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +211,9 @@ def _start_ray(settings: Settings, local_ray: bool) -> bool:
             logging_level=logging.WARNING,
         )
     else:
-        ray.init(logging_level=logging.WARNING)
+        join_ray(
+            ray, logging_level=logging.WARNING
+        )  # RAY_ADDRESS: a token cluster's refusal says what to set
     return True
 
 

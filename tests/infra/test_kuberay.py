@@ -414,3 +414,13 @@ def test_dashboard_reachable_only_by_operator_submitter_and_own_pods(
     assert broken(lambda p: p["spec"]["ingress"][1]["from"].pop(1))
     assert broken(lambda p: p["spec"]["podSelector"]["matchLabels"].update(tier="other"))
     assert broken(lambda p: p["spec"].update(policyTypes=["Egress"]))
+
+
+def test_token_authentication_from_one_secret(raycluster: dict[str, Any], rayjob: dict[str, Any]) -> None:
+    """Ray's token authentication (issue 42) on the long-lived cluster and on a job's own cluster, from
+    the Secret the studio makes once (so a submitting machine can read the same token)."""
+    for spec in (raycluster["spec"], rayjob["spec"]["rayClusterSpec"]):
+        assert spec["authOptions"] == {"mode": "token", "secretName": "recast-ray-token"}
+    header = (K8S / "raycluster.yaml").read_text()
+    assert "kubectl create secret generic recast-ray-token" in header
+    assert "export RAY_AUTH_MODE=token" in header

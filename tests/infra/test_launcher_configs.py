@@ -212,3 +212,13 @@ def test_dashboard_on_loopback_and_cluster_policy(cloud: str, config: dict[str, 
     assert len(policy) == 1
     assert policy[0].split("=", 2)[2].startswith({"aws": "s3://", "gcp": "gs://"}[cloud])
     assert not config["docker"].get("head_run_options") and not config["docker"].get("worker_run_options")
+
+
+def test_token_authentication_on_every_node(config: dict[str, Any]) -> None:
+    """Ray's token authentication (issue 42): every container runs with RAY_AUTH_MODE=token, and the
+    token of the machine that runs `ray up` (~/.ray/auth_token) reaches every node, so the job API,
+    the dashboard and the GCS refuse a request without it."""
+    assert "--env=RAY_AUTH_MODE=token" in config["docker"]["run_options"]
+    assert config["file_mounts"] == {"~/.ray/auth_token": "~/.ray/auth_token"}
+    starts = " ".join(config["head_start_ray_commands"] + config["worker_start_ray_commands"])
+    assert "RAY_AUTH_MODE=disabled" not in starts
