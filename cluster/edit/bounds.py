@@ -7,7 +7,8 @@ size and without recursion, and refused (a SpecError naming the field and the fi
 
 * nested deeper than :data:`MAX_NESTING` levels (JSON arrays and objects, XML elements);
 * holding more than :data:`MAX_CLIPS` clips (``.otio`` clips, EDL events, FCP XML clip items),
-  :data:`MAX_MARKERS` markers, or :data:`MAX_OBJECTS` OTIO objects / XML elements in all;
+  :data:`MAX_MARKERS` markers, or :data:`MAX_OBJECTS` OTIO objects / XML elements in all, or an EDL
+  of more than :data:`MAX_EDL_LINES` lines;
 * an XML document that declares entities (``<!ENTITY``: external entities, "billion laughs"): Final
   Cut Pro never writes one.
 
@@ -34,6 +35,9 @@ MAX_MARKERS = 20_000
 """Most markers one cut may hold."""
 MAX_OBJECTS = 2_000_000
 """Most OTIO objects (every clip, range, time, reference...) or XML elements in one cut."""
+MAX_EDL_LINES = 250_000
+"""Most lines one EDL may hold: 20,000 events with their comments (clip and source file names, motion
+and audio lines) are under 200,000; OpenTimelineIO's EDL reader is Python, so lines cost time."""
 
 _STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
 """A JSON string (unrolled and possessive: linear even where a quote is never closed)."""
@@ -62,6 +66,11 @@ def check_document(raw: bytes, adapter: str, *, field: str, url: str) -> Counts:
     elif adapter == "fcp_xml":
         counts = xml_counts(raw, field=field, url=url)
     elif adapter == "cmx_3600":
+        lines = raw.count(b"\n") + 1
+        if lines > MAX_EDL_LINES:
+            raise SpecError(
+                field, f"{url} holds {lines:,} lines, more than the {MAX_EDL_LINES:,} Recast reads in one EDL"
+            )
         counts = Counts(depth=0, clips=len(_EDL_EVENT.findall(raw)), markers=0, objects=0)
     else:
         return Counts(0, 0, 0, 0)

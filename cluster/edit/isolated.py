@@ -21,8 +21,9 @@ import opentimelineio as otio
 from cluster.edit.bounds import check_counts, json_counts
 from pipeline.errors import SpecError
 
-READ_SECONDS = 60
-"""CPU and wall time a timeline's reader may take (a 20,000-event EDL takes about 2 s)."""
+READ_SECONDS = 45
+"""CPU and wall time a timeline's reader may take (a 20,000-event EDL takes about 2 s): with the
+driver's own checks, a refusal comes within a minute."""
 READ_MEMORY = 6 << 30
 """Address space of the reader's process (6 GiB: a 64 MiB ``.otio`` needs under 1 GiB)."""
 READ_OUTPUT_BYTES = 1 << 30

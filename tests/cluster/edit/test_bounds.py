@@ -124,3 +124,12 @@ def test_overlaps_found_by_the_sweep_are_those_of_every_pair() -> None:
             assert (one, other) in pairs, note
         rest = len(every) - len(named)
         assert (f"and {rest:,} more pairs" in notes[-1]) if rest else len(notes) == len(named)
+
+
+def test_an_edl_is_bounded_in_lines_as_well_as_events(monkeypatch) -> None:
+    """OpenTimelineIO's EDL reader is Python: comment lines cost time as events do."""
+    monkeypatch.setattr(bounds, "MAX_EDL_LINES", 100)
+    edl = b"TITLE: x\n" + b"* FROM CLIP NAME: a comment, not an event\n" * 150
+    with pytest.raises(SpecError) as err:
+        check_document(edl, "cmx_3600", field="edit.url", url="cut.edl")
+    assert "cut.edl holds 152 lines, more than the 100" in err.value.reason
