@@ -127,6 +127,9 @@ def parse_policy(text: str | bytes, where: str = "<policy>") -> Policy:
         field = ".".join(str(p) for p in exc.loc)
         raise SpecError(f"{where}#{field}", str(exc)) from None
     except yamlload.LoadError as exc:  # line, column, problem: never the line's text (a secret?)
+        if exc.loc:  # a value refused (a tag it does not fit, a 5,000-digit integer): its field
+            field = ".".join(str(p) for p in exc.loc)
+            raise SpecError(f"{where}#{field}", str(exc)) from None
         raise SpecError(where, f"not valid YAML/JSON: {exc}") from None
     if not isinstance(data, Mapping):
         raise SpecError(where, "a policy must be a mapping at the top level")

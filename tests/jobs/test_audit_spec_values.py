@@ -97,22 +97,32 @@ def test_bytes_and_sets_never_reach_a_url_field(media, dest, tmp_path, capsys, w
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    "policy_text",
+    ("policy_text", "field"),
     [
-        f"identities:\n  hero: {{consent_ref: !!int {SECRET}, projects: [ep1]}}\n",
-        "identities:\n  hero: {consent_ref: REL-1, projects: [ep1], valid_until: !!timestamp abc}\n",
-        "identities:\n  hero: {consent_ref: REL-1, projects: [ep1], min_similarity: " + "7" * 5000 + "}\n",
+        (f"identities:\n  hero: {{consent_ref: !!int {SECRET}, projects: [ep1]}}\n", "consent_ref"),
+        (
+            "identities:\n  hero: {consent_ref: REL-1, projects: [ep1], valid_until: !!timestamp abc}\n",
+            "valid_until",
+        ),
+        (
+            "identities:\n  hero: {consent_ref: REL-1, projects: [ep1], min_similarity: "
+            + "7" * 5000
+            + "}\n",
+            "min_similarity",
+        ),
     ],
     ids=["int", "timestamp", "5000-digits"],
 )
 def test_a_policy_value_its_tag_does_not_fit_is_refused(
-    media, dest, tmp_path, capsys, policy_text, no_ray
+    media, dest, tmp_path, capsys, policy_text, field, no_ray
 ) -> None:
     policy = tmp_path / "studio-policy.yaml"
     policy.write_text(policy_text)
     spec = job_spec(media, str(dest), "audit-policy")
     spec["provenance"] = {"policy_url": str(policy), "project": "ep1"}
-    refused_cleanly(dest, capsys, run_main(tmp_path, spec), str(policy), "line 2, column ")
+    # The file, the field (as in a spec) and where: never the value.
+    where = f"{policy}#identities.hero.{field}"
+    refused_cleanly(dest, capsys, run_main(tmp_path, spec), where, "line 2, column ")
 
 
 # -- paths that hold a word of a secret's key -----------------------------------------------------

@@ -139,3 +139,26 @@ def test_listed_shots_are_bounded() -> None:
 
 def test_default_shot_limit_is_ten_thousand() -> None:
     assert parse_spec(base()).limits.max_shots == 10_000
+
+
+@pytest.mark.parametrize(
+    ("frames", "said"),
+    [
+        ("1-99999999999", "frame numbers must lie between -1,000,000,000 and 1,000,000,000"),
+        ([0, 10**12], "frame numbers must lie between"),
+        ("9" * 5000, "is not a frame range like 1009-1092 (numbers of at most 12 digits)"),
+    ],
+)
+def test_a_shots_frames_are_bounded(frames, said) -> None:
+    """Issue 41: a frame number past +-10^9 (or of thousands of digits) is refused naming the field,
+    without echoing thousands of digits."""
+    data = {
+        "job_id": "frames",
+        "shots": [{"name": "a", "url": "/tmp/a.mov", "frames": frames}],
+        "identities": {"hero": {"images": ["/tmp/hero.jpg"]}},
+        "output": {"url": "/tmp/out/{shot}.mov"},
+    }
+    with pytest.raises(SpecError) as err:
+        parse_spec(data)
+    assert err.value.field.startswith("shots[0].frames") and said in err.value.reason
+    assert len(str(err.value)) < 400
