@@ -56,12 +56,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from jobs.cli import configure_logging, join_ray, stopped_by
-
-if TYPE_CHECKING:
-    from cluster.checks.destinations import SpecFiles
 
 EXIT_OK, EXIT_RENDER_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -127,14 +124,8 @@ def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> in
         print(f"recast: bad job spec: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    read_from = SpecFiles(spec=args.spec, fixes=tuple(args.fixes))
-    replaced = _summary_replaces(args.summary_json, read_from)
-    if replaced is not None:
-        print(
-            f"recast: --summary-json {args.summary_json} would replace {redact_text(replaced)}",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
+    # The summary's file is a destination like the outputs: it never replaces what the job reads.
+    read_from = SpecFiles(spec=args.spec, fixes=tuple(args.fixes), summary_json=args.summary_json)
     runner = JobRunner(
         spec,
         resume=True if args.resume else False if args.fresh else None,
@@ -197,17 +188,6 @@ def main(argv: Sequence[str] | None = None, *, stops: Stops | None = None) -> in
         print("recast: failed shots:\n  " + "\n  ".join(failed), file=sys.stderr)
         return EXIT_RENDER_FAILED
     return EXIT_OK
-
-
-def _summary_replaces(summary_json: str | None, read_from: SpecFiles) -> str | None:
-    """What ``--summary-json`` would replace among the files the job was read from (None: nothing)."""
-    if not summary_json:
-        return None
-    from cluster.checks.destinations import normalise
-
-    target = os.path.realpath(summary_json)  # written with open(): a plain local path
-    named = [("the job's spec", read_from.spec)] + [("the --fixes file", p) for p in read_from.fixes]
-    return next((f"{what} {path}" for what, path in named if path and normalise(path) == target), None)
 
 
 def _start_ray(ray: ModuleType, release: Callable[[], None]) -> None:

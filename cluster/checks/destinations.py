@@ -51,11 +51,13 @@ def normalise(url: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class SpecFiles:
-    """The files a job was read from: its spec and its ``--fixes`` files, as :mod:`jobs.render` was
-    given them (a spec built in code has none).  The job read them, so it never writes over them."""
+    """The files of the driver's command line (:mod:`jobs.render`; a spec built in code has none): the
+    spec and the ``--fixes`` files it was read from, which the job never writes over, and the local
+    file ``--summary-json`` writes the summary to, which is checked as any destination is."""
 
     spec: str | None = None
     fixes: tuple[str, ...] = ()
+    summary_json: str | None = None
 
 
 @dataclass(frozen=True)
@@ -303,6 +305,10 @@ def check_destinations(
 
     check_names(written_urls(spec, shots, work_url), work_url)
     dests = destinations(spec, shots)
+    if read_from is not None and read_from.summary_json:
+        # Written with open() once the job ends: a plain local path, whatever it looks like.
+        local = os.path.abspath(read_from.summary_json)
+        dests.append((Place.of(local, "the summary (--summary-json)"), "--summary-json"))
     written = _Places()
     for dest, field in dests:
         hit = written.find(dest)

@@ -184,6 +184,12 @@ def prepare_job(
     shot_keys: dict[str, ShotKey] = {}
     earlier_job = (manifest.read_job() or {}) if resumed else {}
     earlier_keys = earlier_job.get("shots", {})
+    if not resumed:
+        # What can be refused without a probe is refused first: a refused job writes nothing, not even
+        # an .otioz's media into its work area (a resumed job's files are checked against its records
+        # once probed, below).
+        refuse_existing(spec, candidates)
+        check_review_media(spec, candidates, resumed=resumed)
     if edit is not None and edit.bundled is not None:
         # An .otioz's media, allowed and placed, go to the work area now, to be probed and rendered
         # (create-only and checked by sha256, so safe before the work area's lease).
@@ -213,20 +219,14 @@ def prepare_job(
                 planned_one.is_sequence and earlier_keys.get(shot.name) == spec_key
             )
             if spec.output.if_exists == "fail" and not ours:
-                raise SpecError(
-                    "output.if_exists",
-                    f"{shot.output_url} already exists (set if_exists: skip or overwrite)",
-                )
+                raise _exists(shot.output_url, "", "skip or overwrite")
         elif spec.output.if_exists != "overwrite":
             # The passes are published with the output and, like it, never replaced.
             for url in planned_one.pass_urls.values():
                 if output_exists(url):
-                    raise SpecError(
-                        "output.if_exists",
-                        f"{url} (shot {shot.name}'s pass) already exists (set if_exists: overwrite)",
-                    )
+                    raise _exists(url, f" (shot {shot.name}'s pass)", "overwrite")
         planned.append(planned_one)
-    check_review_media(spec, planned, resumed=resumed)
+    check_review_media(spec, [p.ref for p in planned], resumed=resumed)
     check_decode_spec(spec.decode, spec.resources.gpus_per_actor, [(p.ref.name, p.info) for p in planned])
     # An unwritable destination must fail the job now, not after hours of rendering.
     for parent in sorted({_parent(p.ref.output_url) for p in planned}):
@@ -290,27 +290,37 @@ def check_edit_output(spec: JobSpec, edit: EditPlan, shots: list[ShotRef], *, re
         )
 
 
-def check_review_media(spec: JobSpec, planned: list[PlannedShot], *, resumed: bool) -> None:
+def _exists(url: str, what: str, allowed: str) -> SpecError:
+    return SpecError("output.if_exists", f"{url}{what} already exists (set if_exists: {allowed})")
+
+
+def refuse_existing(spec: JobSpec, shots: list[ShotRef]) -> None:
+    """A job that did not run before (no manifest): ``if_exists: fail`` refuses an output already there,
+    and anything but ``overwrite`` a pass already there, from their URLs alone (before any probe)."""
+    for shot in shots:
+        if output_exists(shot.output_url):
+            if spec.output.if_exists == "fail":
+                raise _exists(shot.output_url, "", "skip or overwrite")
+        elif spec.output.if_exists != "overwrite":
+            for url in pass_urls_of(spec, shot).values():
+                if output_exists(url):
+                    raise _exists(url, f" (shot {shot.name}'s pass)", "overwrite")
+
+
+def check_review_media(spec: JobSpec, shots: list[ShotRef], *, resumed: bool) -> None:
     """``output.if_exists: fail``: the review movie and contact sheet of every shot to render and the
     review playlist must not be there yet, unless an earlier run of this very job wrote them
     (``resumed``); ``skip`` and ``overwrite`` are applied as they are written
     (:class:`cluster.spec.review.IfExistsRule`)."""
     if spec.output.if_exists != "fail" or resumed or spec.output.review is None:
         return
-    for p in planned:
-        for url, what in zip(review_urls_of(spec, p.ref) or (), ("review movie", "contact sheet")):
+    for shot in shots:
+        for url, what in zip(review_urls_of(spec, shot) or (), ("review movie", "contact sheet")):
             if output_exists(url):
-                raise SpecError(
-                    "output.if_exists",
-                    f"{url} (shot {p.ref.name}'s {what}, output.review.url) already exists "
-                    "(set if_exists: skip or overwrite)",
-                )
+                raise _exists(url, f" (shot {shot.name}'s {what}, output.review.url)", "skip or overwrite")
     playlist = spec.output.review_timeline_url
     if playlist is not None and output_exists(playlist):
-        raise SpecError(
-            "output.if_exists",
-            f"{playlist} (output.review_timeline_url) already exists (set if_exists: skip or overwrite)",
-        )
+        raise _exists(playlist, " (output.review_timeline_url)", "skip or overwrite")
 
 
 def probe_shots(spec: JobSpec, shots: list[ShotRef]) -> list[ProbedShot]:

@@ -45,6 +45,9 @@ _SCHEMA = re.compile(rb'"OTIO_SCHEMA"\s*:\s*"([A-Za-z_][A-Za-z0-9_]*)\.\d+"')
 _EDL_EVENT = re.compile(rb"^[ \t]*\d+[ \t]+\S", re.MULTILINE)
 """An EDL event line (a transition's second line counts too: a bound, not a count of clips)."""
 _ENTITY = re.compile(rb"<!ENTITY", re.IGNORECASE)
+_LINE_BREAK = re.compile(rb"\r\n|[\r\v\f\x1c\x1d\x1e]|\xc2\x85|\xe2\x80[\xa8\xa9]")
+"""Every line break other than ``\n`` that ``str.splitlines()`` knows (CR, CR LF, VT, FF, the file,
+group and record separators, NEL, LINE and PARAGRAPH SEPARATOR in UTF-8)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ def check_document(raw: bytes, adapter: str, *, field: str, url: str) -> Counts:
     elif adapter == "fcp_xml":
         counts = xml_counts(raw, field=field, url=url)
     elif adapter == "cmx_3600":
+        raw = _LINE_BREAK.sub(b"\n", raw)  # the reader splits lines as str.splitlines() does
         lines = raw.count(b"\n") + 1
         if lines > MAX_EDL_LINES:
             raise SpecError(
@@ -78,8 +82,9 @@ def check_document(raw: bytes, adapter: str, *, field: str, url: str) -> Counts:
     return counts
 
 
-def check_counts(counts: Counts, *, field: str, url: str) -> None:
-    """SpecError naming ``field`` and ``url`` when ``counts`` is past a bound."""
+def check_counts(counts: Counts, *, field: str, url: str, partial: bool = False) -> None:
+    """SpecError naming ``field`` and ``url`` when ``counts`` is past a bound (``partial``: counting
+    stopped at the first bound passed, so the document holds at least that many)."""
     if counts.depth > MAX_NESTING:
         raise SpecError(field, f"{url} is nested deeper than {MAX_NESTING} levels; the timeline is refused")
     for what, found, bound in (
@@ -88,10 +93,13 @@ def check_counts(counts: Counts, *, field: str, url: str) -> None:
         ("objects", counts.objects, MAX_OBJECTS),
     ):
         if found > bound:
+            held = (
+                f"more than the {bound:,} {what}" if partial else f"{found:,} {what}, more than the {bound:,}"
+            )
             raise SpecError(
                 field,
-                f"{url} holds {found:,} {what}, more than the {bound:,} Recast reads in one cut; "
-                "split the cut (by reel or by act) and submit each part",
+                f"{url} holds {held} Recast reads in one cut; split the cut (by reel or by act) and "
+                "submit each part",
             )
 
 
@@ -146,7 +154,7 @@ def xml_counts(raw: bytes, *, field: str, url: str) -> Counts:
             or state["markers"] > MAX_MARKERS
             or state["elements"] > MAX_OBJECTS
         ):
-            check_counts(_xml_state(state), field=field, url=url)
+            check_counts(_xml_state(state), field=field, url=url, partial=True)
 
     def end(_name: str) -> None:
         state["depth"] -= 1

@@ -14,7 +14,8 @@ another driver) is kept, not copied again.
 Guards, all checked from the zip's directory before a byte is extracted: every member name is a
 plain relative path (no absolute path, no ``..``, no backslash, no repeated name), at most
 :data:`MAX_MEMBERS` members, none unpacking to more than :data:`MAX_RATIO` times its packed size
-(a zip bomb), the media together at most :data:`BUNDLE_MAX_BYTES`, ``content.otio`` at most
+(a zip bomb), nor all of them together (many small bombs), the media together at most
+:data:`BUNDLE_MAX_BYTES`, ``content.otio`` at most
 :data:`cluster.edit.read.TIMELINE_MAX_BYTES` and within the bounds of any timeline
 (:mod:`cluster.edit.bounds`, scanned before the adapter reads it, in a child process); a damaged member (bad CRC, cut short) or a
 file that is no zip is a SpecError naming ``edit.url`` and the member or file.  A reference into
@@ -229,7 +230,16 @@ def _members(url: str, path: str, max_bytes: int) -> dict[str, zipfile.ZipInfo]:
         if problem is not None:
             raise SpecError("edit.url", f"{url}: member {info.filename!r} {problem}; the bundle is refused")
         out[info.filename] = info
-    total = sum(i.file_size for i in out.values() if _is_media(i))
+    media = [i for i in out.values() if _is_media(i)]
+    total = sum(i.file_size for i in media)
+    packed = sum(i.compress_size for i in media)
+    if total > MAX_RATIO * packed + RATIO_ALLOWANCE:  # many small bombs, each under its own allowance
+        raise SpecError(
+            "edit.url",
+            f"{url}: its {len(media):,} media files unpack to {storage.describe_bytes(total)} from "
+            f"{storage.describe_bytes(packed)} (more than {MAX_RATIO}:1 together: a zip bomb, not media); "
+            "the bundle is refused",
+        )
     if total > max_bytes:
         raise SpecError(
             "edit.url",

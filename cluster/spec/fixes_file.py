@@ -20,10 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster.spec.fixes import MAX_FIXES_PER_JOB, MAX_FIXES_PER_SHOT
 from cluster.spec.job import JobSpec, parse_spec, read_yaml
 from cluster.spec.paths import spec_folder
 from cluster.spec.shot_refs import url_shot_name
-from pipeline.errors import SpecError
+from pipeline.errors import InputRefused, SpecError, StorageError
+from pipeline.store import storage
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,48 @@ def merge_fixes(data: Any, files: Sequence[FixesFile]) -> tuple[Any, MergedFixes
     return {**data, "shots": shots}, MergedFixes(origins)
 
 
+MAX_FIXES_FILES_BYTES = 4 << 20
+"""Most bytes the ``--fixes`` files of one job may hold together (each is at most 1 MiB, as a spec):
+a note holds a few fixes of a few hundred bytes each."""
+
+
+def read_fixes_files(paths: Sequence[str]) -> list[FixesFile]:
+    """The ``--fixes`` files, read one after another and refused as soon as they hold more than
+    :data:`MAX_FIXES_FILES_BYTES` together, or more fixes than a shot or a job takes (naming the file
+    that passes the bound): many files cost no more than the bound."""
+    files: list[FixesFile] = []
+    size = 0
+    per_shot: dict[str, int] = {}
+    for path in paths:
+        try:
+            size += storage.size(path)
+        except (StorageError, InputRefused):
+            pass  # read_fixes_file says what is wrong with it
+        if size > MAX_FIXES_FILES_BYTES:
+            raise SpecError(
+                path,
+                f"the --fixes files hold more than {storage.describe_bytes(MAX_FIXES_FILES_BYTES)} together "
+                "(by this one); merge the notes of a shot into one file",
+            )
+        file = read_fixes_file(path)
+        per_shot[file.shot] = per_shot.get(file.shot, 0) + len(file.fixes)
+        if per_shot[file.shot] > MAX_FIXES_PER_SHOT:
+            raise SpecError(
+                f"{path} (shot {file.shot})",
+                f"the --fixes files give shot {file.shot} {per_shot[file.shot]:,} fixes (by this one); a "
+                f"shot takes at most {MAX_FIXES_PER_SHOT:,}",
+            )
+        if sum(per_shot.values()) > MAX_FIXES_PER_JOB:
+            raise SpecError(
+                path, f"the --fixes files hold more than {MAX_FIXES_PER_JOB:,} fixes (by this one)"
+            )
+        files.append(file)
+    return files
+
+
 def load_spec_with_fixes(path_or_url: str, fixes_paths: Sequence[str]) -> tuple[JobSpec, MergedFixes]:
     """:func:`cluster.spec.job.load_spec` with the ``--fixes`` files merged in before validation."""
-    files = [read_fixes_file(p) for p in fixes_paths]
+    files = read_fixes_files(fixes_paths)
     data, merged = merge_fixes(read_yaml(path_or_url), files)
     try:
         return parse_spec(data, base_dir=spec_folder(path_or_url)), merged

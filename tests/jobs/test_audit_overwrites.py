@@ -161,6 +161,31 @@ def test_the_summary_json_never_replaces_the_spec(media, dest, tmp_path, capsys,
     assert yaml.safe_load(spec_path.read_text()) == spec
 
 
+@pytest.mark.parametrize("what", ["picture", "plate", "output"])
+def test_the_summary_json_never_replaces_an_input_or_an_output(
+    media, dest, tmp_path, capsys, what, monkeypatch, no_ray
+) -> None:
+    """An independent audit's finding: ``--summary-json`` onto the identity picture or the plate passed
+    every check (the job would have written its summary over them at the end)."""
+    spec = job_spec(media, str(dest), f"summary-onto-{what}")
+    target = {
+        "picture": media["source"],
+        "plate": os.path.join(os.path.dirname(media["plate"]), ".", os.path.basename(media["plate"])),
+        "output": str(dest / "plate.mp4"),
+    }[what]
+    monkeypatch.chdir(tmp_path)
+    before = Path(target).read_bytes() if os.path.exists(target) else None
+    assert _run(tmp_path / "job.yaml", spec, "--summary-json", target) == EXIT_BAD_INPUT
+    said = {
+        "picture": "would replace identity hero's picture",
+        "plate": "would replace shot plate's source",
+        "output": "are the same file",
+    }[what]
+    _refused(capsys, "--summary-json", said)
+    if before is not None:
+        assert Path(target).read_bytes() == before
+
+
 @pytest.mark.parametrize("where", ["spec", "cluster"])
 def test_the_review_playlist_never_replaces_the_studio_policy(
     media, dest, tmp_path, capsys, where, monkeypatch, no_ray

@@ -319,3 +319,56 @@ def test_memory_store_is_refused_in_a_spec(media, dest, tmp_path, capsys, field,
     code = run_main(tmp_path, spec)
     refused_cleanly(dest, capsys, code, f"{field}: memory:// is a store inside one process", "s3://")
     assert not os.path.exists(tmp_path / "memory:")
+
+
+# -- many --fixes files: bounded as they are read, not after all of them --------------------------
+
+
+@pytest.mark.timeout(60)
+def test_many_fixes_files_are_refused_by_the_one_that_passes_the_bound(
+    media, dest, tmp_path, capsys, no_ray
+) -> None:
+    """An independent audit gave one shot 16 files of 1,000 fixes: refused after 82 s, all parsed.  Now
+    the second file, which takes the shot past 1,000 fixes, is named, and the rest are never read."""
+    notes = []
+    for n in range(16):
+        path = tmp_path / f"notes{n:02d}.yaml"
+        path.write_text(
+            yaml.safe_dump({"shot": "plate", "fixes": [{"frames": "0-3", "keep_plate": True}] * 600})
+        )
+        notes.append(path)
+    notes[5].write_text("shot: [this file is never read")
+    args = [arg for path in notes for arg in ("--fixes", str(path))]
+    err = refused_cleanly(
+        dest,
+        capsys,
+        run_main(tmp_path, job_spec(media, str(dest), "many-notes"), *args),
+        f"{notes[1]} (shot plate)",
+    )
+    assert "1,200 fixes (by this one); a shot takes at most 1,000" in err
+
+
+@pytest.mark.timeout(60)
+def test_fixes_files_are_bounded_in_bytes_together(
+    media, dest, tmp_path, capsys, no_ray, monkeypatch
+) -> None:
+    from cluster.spec import fixes_file
+
+    monkeypatch.setattr(fixes_file, "MAX_FIXES_FILES_BYTES", 2_000)
+    notes = []
+    for n in range(3):
+        path = tmp_path / f"big{n}.yaml"
+        path.write_text(
+            yaml.safe_dump(
+                {"shot": "plate", "fixes": [{"frames": f"{k}-{k}", "keep_plate": True} for k in range(20)]}
+            )
+        )
+        notes.append(path)
+    args = [arg for path in notes for arg in ("--fixes", str(path))]
+    err = refused_cleanly(
+        dest,
+        capsys,
+        run_main(tmp_path, job_spec(media, str(dest), "big-notes"), *args),
+        "the --fixes files hold more than",
+    )
+    assert any(str(p) in err for p in notes[1:])

@@ -72,7 +72,7 @@ def test_bounds_name_the_field_the_file_and_the_count(monkeypatch) -> None:
     monkeypatch.setattr(bounds, "MAX_MARKERS", 1)
     with pytest.raises(SpecError) as err:
         check_document(b"<xmeml><marker/><marker/></xmeml>", "fcp_xml", field="edit.url", url="cut.xml")
-    assert "cut.xml holds 2 markers" in err.value.reason
+    assert "cut.xml holds more than the 1 markers" in err.value.reason  # counting stops at the bound
     assert check_document(b"\x00AAF", "AAF", field="edit.url", url="cut.aaf") == Counts(0, 0, 0, 0)
 
 
@@ -126,10 +126,20 @@ def test_overlaps_found_by_the_sweep_are_those_of_every_pair() -> None:
         assert (f"and {rest:,} more pairs" in notes[-1]) if rest else len(notes) == len(named)
 
 
-def test_an_edl_is_bounded_in_lines_as_well_as_events(monkeypatch) -> None:
-    """OpenTimelineIO's EDL reader is Python: comment lines cost time as events do."""
+@pytest.mark.parametrize(
+    "eol", [b"\n", b"\r", b"\r\n", b"\x0b", b"\x0c", b"\x1e", "\u2028".encode(), "\x85".encode()]
+)
+def test_an_edl_is_bounded_in_lines_as_well_as_events(monkeypatch, eol) -> None:
+    """OpenTimelineIO's EDL reader is Python: comment lines cost time as events do, and it splits lines
+    at every break ``str.splitlines()`` knows (an independent audit passed 300,000 lines joined by CR)."""
     monkeypatch.setattr(bounds, "MAX_EDL_LINES", 100)
-    edl = b"TITLE: x\n" + b"* FROM CLIP NAME: a comment, not an event\n" * 150
+    edl = b"TITLE: x" + eol + (b"* FROM CLIP NAME: a comment, not an event" + eol) * 150
+    assert len(edl.decode().splitlines()) == 151
     with pytest.raises(SpecError) as err:
         check_document(edl, "cmx_3600", field="edit.url", url="cut.edl")
     assert "cut.edl holds 152 lines, more than the 100" in err.value.reason
+    monkeypatch.setattr(bounds, "MAX_CLIPS", 2)
+    events = eol.join([b"TITLE: x", *[b"001  R1 V C 01:00:00:00 01:00:00:01 01:00:00:00 01:00:00:01"] * 3])
+    with pytest.raises(SpecError) as err:
+        check_document(events, "cmx_3600", field="edit.url", url="cut.edl")
+    assert "cut.edl holds 3 clips (events)" in err.value.reason

@@ -139,3 +139,20 @@ def test_media_in_a_one_process_store_is_unusable(media: Media, tmp_path) -> Non
     assert (
         "clip 'sc020'" in err.value.reason and "memory:// is a store inside one process" in err.value.reason
     )
+
+
+@pytest.mark.parametrize(
+    "target", ["s3://jdoe@studio.com:Tail9Pw@bucket/plate.mp4", "s3://bucket@AKIAQ:Tail9Pw@bucket2/p.mp4"]
+)
+def test_media_with_credentials_in_its_url_is_unusable_and_never_printed(
+    media: Media, tmp_path, target
+) -> None:
+    """A password in a clip's media URL is refused before any store sees it (whose errors would echo
+    it: an independent audit saw botocore print 'Invalid bucket name "jdoe@studio.com:Tail9Pw@bucket"')."""
+    ref = otio.schema.ExternalReference(target_url=target)
+    cut = timeline("creds", track("V1", clip("sc030", ref, TR(RT(0, 30), RT(10, 30)))))
+    url = write_otio(cut, str(tmp_path / "creds.otio"))
+    with pytest.raises(SpecError) as err:
+        with_edit_shots(parse_spec(spec_for(media, url, tmp_path)))
+    assert err.value.field == "edit.offline" and "credentials do not belong in a URL" in err.value.reason
+    assert "Tail9Pw" not in str(err.value)

@@ -257,3 +257,33 @@ def test_bundles_are_bounded(media: Media, tmp_path, monkeypatch) -> None:
         with_edit_shots(parse_spec(spec_for(media, bomb, out)))
     assert err.value.field == "edit.url" and "'media/zeros.mov' unpacks to 8 MiB" in err.value.reason
     assert "zip bomb" in err.value.reason
+    # Many small bombs, each within its own allowance (1 MiB of zeros in 1 KiB): refused together.
+    many = str(tmp_path / "many.otioz")
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(many, "w") as dst:
+        dst.writestr("content.otio", src.read("content.otio"), compress_type=zipfile.ZIP_DEFLATED)
+        for i in range(40):
+            dst.writestr(f"media/z{i:03d}.mov", bytes(1 << 20), compress_type=zipfile.ZIP_DEFLATED)
+    with pytest.raises(SpecError) as err:
+        with_edit_shots(parse_spec(spec_for(media, many, out)))
+    assert err.value.field == "edit.url" and "its 40 media files unpack to 40 MiB" in err.value.reason
+    assert "together: a zip bomb" in err.value.reason
+
+
+@pytest.mark.parametrize("existing", ["output", "review"])
+def test_a_job_refused_for_a_file_already_there_extracts_nothing_to_its_work_area(
+    media: Media, tmp_path, existing
+) -> None:
+    """An independent audit's finding: the bundle's media were written to the work area before the
+    output and review checks refused the job.  A job that never ran refuses first, writes nothing."""
+    bundle = write_otioz(media, str(tmp_path / "cut.otioz"))
+    out = str(tmp_path / "out")
+    data = spec_for(media, bundle, out)
+    data["output"]["review"] = {"url": f"{out}/review/{{shot}}.mp4"}
+    there = f"{out}/mov30.mp4" if existing == "output" else f"{out}/review/mov30.mp4"
+    os.makedirs(os.path.dirname(there), exist_ok=True)
+    Path(there).write_bytes(b"someone else's file")
+    with pytest.raises(SpecError) as err:
+        prepare_job(parse_spec(data), resume=False)
+    assert err.value.field == "output.if_exists" and there in err.value.reason
+    assert not list(Path(out).rglob("edit-media")), "the bundle's media were written before the refusal"
+    assert Path(there).read_bytes() == b"someone else's file"
