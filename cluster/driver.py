@@ -56,7 +56,7 @@ from cluster.spec.fixes import fix_records
 from cluster.spec.job import JobSpec
 from cluster.state.fingerprints import output_exists
 from cluster.state.ledger import Ledger
-from pipeline.errors import RecastError, StorageError
+from pipeline.errors import RecastError
 from pipeline.store import storage
 from pipeline.video.decoders import source_warnings
 
@@ -304,13 +304,11 @@ class JobRunner:
                 overwrite=writes.overwrite,
             )
         except RecastError as exc:
-            # There by now (it appeared after the checks): left untouched, a failure unless skipped.
-            if not (isinstance(exc, StorageError) and exc.reason == storage.ALREADY_EXISTS):
-                summary.failures.append(f"output.timeline_url: {exc}")
-            elif writes.skips:
-                observer.warn([writes.left(edit.timeline_url, "output.timeline_url")])
+            message, warning = writes.failed_write(exc, edit.timeline_url, "output.timeline_url")
+            if warning:
+                observer.warn([message])
             else:
-                summary.failures.append(writes.left(edit.timeline_url, "output.timeline_url"))
+                summary.failures.append(message)
             return
         summary.edit["timeline_written"] = True
         logger.info("job %s: the cut written back to %s", self.spec.job_id, edit.timeline_url)

@@ -22,14 +22,13 @@ def url_credentials_refused(prog: str, *urls: str | None) -> bool:
     Refused before any library sees it: their errors echo pieces of the URL (an "invalid
     bucket name" quoting ``user:pw@bucket``) that no pattern can recognise.
     """
-    from pipeline.store.redact import find_url_credentials, redact_text
+    from pipeline.store.redact import CREDENTIALS_IN_URL, find_url_credentials, redact_text
 
     found = find_url_credentials([url for url in urls if url])
     if found is None:
         return False
     print(
-        f"{prog}: {redact_text(found[1])}: credentials do not belong in a URL; they come from the "
-        "environment (AWS_* variables, an instance role or service account)",
+        f"{prog}: {redact_text(found[1])}: {CREDENTIALS_IN_URL}",
         file=sys.stderr,
     )
     return True

@@ -189,7 +189,7 @@ def prepare_job(
         # an .otioz's media into its work area (a resumed job's files are checked against its records
         # once probed, below).
         refuse_existing(spec, candidates)
-        check_review_media(spec, candidates, resumed=resumed)
+        check_review_media(spec, candidates)
     if edit is not None and edit.bundled is not None:
         # An .otioz's media, allowed and placed, go to the work area now, to be probed and rendered
         # (create-only and checked by sha256, so safe before the work area's lease).
@@ -226,7 +226,6 @@ def prepare_job(
                 if output_exists(url):
                     raise _exists(url, f" (shot {shot.name}'s pass)", "overwrite")
         planned.append(planned_one)
-    check_review_media(spec, [p.ref for p in planned], resumed=resumed)
     check_decode_spec(spec.decode, spec.resources.gpus_per_actor, [(p.ref.name, p.info) for p in planned])
     # An unwritable destination must fail the job now, not after hours of rendering.
     for parent in sorted({_parent(p.ref.output_url) for p in planned}):
@@ -307,12 +306,12 @@ def refuse_existing(spec: JobSpec, shots: list[ShotRef]) -> None:
                     raise _exists(url, f" (shot {shot.name}'s pass)", "overwrite")
 
 
-def check_review_media(spec: JobSpec, shots: list[ShotRef], *, resumed: bool) -> None:
-    """``output.if_exists: fail``: the review movie and contact sheet of every shot to render and the
-    review playlist must not be there yet, unless an earlier run of this very job wrote them
-    (``resumed``); ``skip`` and ``overwrite`` are applied as they are written
+def check_review_media(spec: JobSpec, shots: list[ShotRef]) -> None:
+    """A job that did not run before, ``output.if_exists: fail``: the review movie and contact sheet of
+    every shot to render and the review playlist must not be there yet (a resumed job rewrites those
+    its earlier run wrote); ``skip`` and ``overwrite`` are applied as they are written
     (:class:`cluster.spec.review.IfExistsRule`)."""
-    if spec.output.if_exists != "fail" or resumed or spec.output.review is None:
+    if spec.output.if_exists != "fail" or spec.output.review is None:
         return
     for shot in shots:
         for url, what in zip(review_urls_of(spec, shot) or (), ("review movie", "contact sheet")):

@@ -85,8 +85,10 @@ def _ended(done: subprocess.CompletedProcess[bytes], seconds: int) -> str:
     """How the reader's process ended, in words."""
     code = done.returncode
     if code < 0:
-        number = -code
-        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:  # a number with no name here
+            name = str(-code)
         why = {
             "SIGXCPU": f"did not finish in {seconds} s of CPU time",
             "SIGALRM": f"did not finish in {seconds} s",

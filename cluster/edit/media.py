@@ -35,7 +35,7 @@ from pipeline.limits import InputLimits
 from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
 from pipeline.provenance.paths import render_url
 from pipeline.store import storage, urls
-from pipeline.store.redact import find_url_credentials, redact_text
+from pipeline.store.redact import CREDENTIALS_IN_URL, find_url_credentials, redact_text
 from pipeline.video.probe import VideoInfo, probe
 
 
@@ -231,8 +231,7 @@ class MediaResolver:
         if find_url_credentials(raw) is not None:  # never handed to a store, whose errors echo it
             return Unusable(
                 cut.where,
-                f"unusable media {redact_text(raw)!r}: credentials do not belong in a URL; they come "
-                "from the environment (AWS_* variables, an instance role or service account)",
+                f"unusable media {redact_text(raw)!r}: {CREDENTIALS_IN_URL}",
             )
         inside = self.bundle.member_path(raw) if self.bundle is not None else None
         if inside is not None:  # read from the bundle (the policy saw edit.url), extracted here

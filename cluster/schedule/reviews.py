@@ -14,7 +14,7 @@ from cluster.report.summary import ReviewOutputs
 from cluster.schedule.observer import JobObserver
 from cluster.schedule.shot_finish import shot_review
 from cluster.schedule.shot_run import segment_home
-from pipeline.errors import RecastError, StorageError
+from pipeline.errors import RecastError
 from pipeline.qc.records import Flag
 from pipeline.review.playlist import ReviewClip, playlist_bytes
 from pipeline.store import storage
@@ -81,13 +81,11 @@ def write_reviews(
     try:
         storage.write_bytes(url, playlist_bytes(spec.job_id, clips), overwrite=writes.overwrite)
     except RecastError as exc:
-        # There by now (it appeared after the checks): left untouched, a failure unless if_exists skips it.
-        if not (isinstance(exc, StorageError) and exc.reason == storage.ALREADY_EXISTS):
-            observer.summary.failures.append(f"output.review_timeline_url: {exc}")
-        elif writes.skips:
-            observer.warn([writes.left(url, "output.review_timeline_url")])
+        message, warning = writes.failed_write(exc, url, "output.review_timeline_url")
+        if warning:
+            observer.warn([message])
         else:
-            observer.summary.failures.append(writes.left(url, "output.review_timeline_url"))
+            observer.summary.failures.append(message)
         return
     observer.summary.review_timeline_url = url
     logger.info("job %s: review playlist of %d shot(s) written to %s", spec.job_id, len(clips), url)

@@ -52,7 +52,7 @@ from pipeline.models.runtime.settings import ExecutionConfig, recast_cache_root
 from pipeline.provenance.config import SignerConfig, WatermarkConfig
 from pipeline.qc.config import QcConfig
 from pipeline.store import storage, yamlload
-from pipeline.store.redact import find_url_credentials, redact_text
+from pipeline.store.redact import CREDENTIALS_IN_URL, find_url_credentials, redact_text
 from pipeline.store.retries import StorageConfig
 from pipeline.tracking.tracker import TrackingConfig
 from pipeline.video.decoders import DecodeConfig
@@ -411,8 +411,7 @@ def parse_spec(data: Any, *, base_dir: str | None = None) -> JobSpec:
         # name "KEY:p@ss" out of s3://KEY:p@ss@word@bucket) that no pattern can recognise.
         raise SpecError(
             dotted(credentials[0]),
-            f"{redact_text(credentials[1])}: credentials do not belong in a URL; they come from "
-            "the environment (AWS_* variables, an instance role or service account)",
+            f"{redact_text(credentials[1])}: {CREDENTIALS_IN_URL}",
         )
     _check_fix_counts(data)
     from cluster.spec.paths import canonical_paths

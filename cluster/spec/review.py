@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from pipeline.configbase import Frozen
+from pipeline.errors import RecastError, StorageError
+from pipeline.store.atomic import ALREADY_EXISTS
 
 REVIEW_EXTENSION = ".mp4"
 CONTACT_SUFFIX = "_contact.png"
@@ -84,3 +86,11 @@ class IfExistsRule:
             f"{url} ({field}) appeared after the job's checks; with output.if_exists: {self.if_exists} "
             "it is left untouched, not overwritten"
         )
+
+    def failed_write(self, exc: RecastError, url: str, field: str) -> tuple[str, bool]:
+        """What a create-only write of ``url`` that raised ``exc`` comes to: (what to say, whether it is
+        a warning).  A file that appeared after the checks is left untouched (:meth:`left`): a warning
+        with ``skip``, else a failure; any other error is a failure naming ``field``."""
+        if isinstance(exc, StorageError) and exc.reason == ALREADY_EXISTS:
+            return self.left(url, field), self.skips
+        return f"{field}: {exc}", False

@@ -114,6 +114,13 @@ def strip_userinfo(url: str) -> str:
     return url if at == 0 else url[: scheme.end()] + url[scheme.end() + end + at :]
 
 
+CREDENTIALS_IN_URL = (
+    "credentials do not belong in a URL; they come from the environment (AWS_* variables, an instance "
+    "role or service account)"
+)
+"""What a refusal of a URL with userinfo says (the spec, a cut's media, the command-line tools)."""
+
+
 def find_url_credentials(
     value: Any, loc: tuple[str | int, ...] = ()
 ) -> tuple[tuple[str | int, ...], str] | None:
