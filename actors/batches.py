@@ -79,7 +79,7 @@ class BatchRenderer:
         tasks = [self.tasks_per_frame[f.index - self.chunk.start_frame] for f in frames]
         if self.detector is not None:
             tasks = [refine_box_tasks(t, f.rgb, self.detector) for f, t in zip(frames, tasks, strict=True)]
-        if not any(tasks) and self.mark is None:
+        if not any(tasks) and (self.mark is None or not self.mark.review_label):  # nothing to change
             return [Rendered(f, None, None) for f in frames]
         mattes: list[np.ndarray | None] = [None] * len(frames)
         outs: list[np.ndarray] = [f.rgb for f in frames]

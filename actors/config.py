@@ -38,6 +38,9 @@ class RenderConfig(Frozen):
     watermark: WatermarkConfig | None = None
     """When set, ``watermark_payload`` is marked invisibly in every replaced face's box."""
     watermark_payload: int | None = None
+    ai_frame_label: str | None = None
+    """The job id stated in the AI-modified header attribute of every image-sequence frame whose
+    faces were replaced (:func:`pipeline.provenance.sidecar.ai_header_attributes`); None: none."""
     review_label: bool = False
     """Draw a visible "AI-altered" label on every frame (review copies)."""
     passes: tuple[str, ...] = ()

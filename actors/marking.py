@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import cast
 
@@ -40,8 +41,22 @@ class FrameMarker:
         self.frame_number = frame_number
         self.marked: list[int] = []
         """Source frame numbers (``VideoInfo.frame_number``) that got the watermark."""
+        self.replaced: list[int] = []
+        """Source frame numbers whose faces were replaced (AI-modified), marked or not."""
+        self.seconds = 0.0
+        """Time spent marking (the watermark and the label)."""
 
     def __call__(self, position: int, rgb: np.ndarray, tasks: Sequence[FaceTask]) -> np.ndarray:
+        if tasks:
+            self.replaced.append(self.frame_number(position))
+        if self.watermark is None and not self.review_label:
+            return rgb
+        started = time.perf_counter()
+        rgb = self._mark(rgb, tasks, position)
+        self.seconds += time.perf_counter() - started
+        return rgb
+
+    def _mark(self, rgb: np.ndarray, tasks: Sequence[FaceTask], position: int) -> np.ndarray:
         from pipeline.provenance.watermark import blocks_inside, embed, label
 
         if self.watermark is not None and self.payload is not None and tasks:
@@ -52,6 +67,10 @@ class FrameMarker:
         if self.review_label:
             rgb = label(rgb)
         return rgb
+
+    def replaced_runs(self) -> tuple[tuple[int, int], ...]:
+        """Runs ``(first, last)`` of the source frame numbers whose faces were replaced."""
+        return tuple((first, last) for first, last in frame_ranges(self.replaced))
 
     def record(self) -> ChunkWatermark | None:
         """What the chunk's watermark was: payload, step and the marked frames' runs (None: no watermark)."""

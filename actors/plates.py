@@ -113,14 +113,17 @@ class PlateFrames:
         batch_size: int,
         queue_batches: int,
         review: ReviewSegment | None = None,
+        ai_label: str | None = None,
     ) -> WrittenFrames:
         """Render ``frames`` and write each one to ``output_url``'s frame name, and its matte and face
         pass frames when asked (``pass_urls``: pass -> frame pattern); ``review``: each frame also
-        to the chunk's review segment, in order."""
+        to the chunk's review segment, in order; ``ai_label``: the job id stated in the AI-modified
+        header attribute of every frame whose faces were replaced (None: no attribute)."""
         import time
 
         from pipeline.plates.frames import PlateFrame, frame_compression, merge_back, write_plate
         from pipeline.plates.sequence import parse_sequence_url
+        from pipeline.provenance.sidecar import AI_ATTRIBUTES, ai_header_attributes
 
         converter = self.converter(info)
         output = parse_sequence_url(output_url)
@@ -128,12 +131,18 @@ class PlateFrames:
             name: parse_sequence_url(url) for name, url in pass_urls.items() if name in ("matte", "face")
         }
         header = self.pass_header(info) if layers else None
+        # Cineon has no header field to say it: its frames are covered by the sidecar alone.
+        stated = ai_label is not None and output.ext in AI_ATTRIBUTES
+        marked = ai_header_attributes(output.ext, job_id=ai_label) if stated and ai_label else None
 
         def write(item: Rendered) -> tuple[FrameFile, dict[str, FrameFile]]:
             frame = cast(PlateFrame, item.frame)
             pixels = frame.pixels if item.out is None else merge_back(frame, item.out, converter)
             own = frame_compression(frame.spec.getattribute("compression"), compression)
-            sha, size = write_plate(output.frame_url(frame.pts), pixels, frame.spec, compression=own)
+            attributes = marked if item.out is not None else None  # only frames whose faces were replaced
+            sha, size = write_plate(
+                output.frame_url(frame.pts), pixels, frame.spec, compression=own, attributes=attributes
+            )
             written = FrameFile(frame.pts, sha, size)
             if not layers:
                 return written, {}

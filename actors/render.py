@@ -345,6 +345,7 @@ class RenderWorker(PictureEmbeddings):
                     batch_size=self.config.faces.batch_size,
                     queue_batches=self.config.queue_batches,
                     review=rev,
+                    ai_label=self.config.ai_frame_label,
                 )
             reviewed = {REVIEW_PASS: upload(path, review[1])} if review is not None else {}
         output = ChunkOutput(
@@ -403,7 +404,6 @@ class RenderWorker(PictureEmbeddings):
     ) -> BatchRenderer:
         """The process stage of a chunk: faces, marks, mattes for passes and QC, QC measures."""
         config = self.config
-        marking = config.watermark is not None or config.review_label
         qc = config.qc if config.qc is not None and config.qc.enabled else None
         identity = None
         if qc is not None:
@@ -415,7 +415,7 @@ class RenderWorker(PictureEmbeddings):
             renderer,
             chunk,
             tasks_per_frame,
-            mark=mark if marking else None,
+            mark=mark,
             mattes=bool(config.passes),
             qc=qc,
             identity=identity,
@@ -438,6 +438,8 @@ class RenderWorker(PictureEmbeddings):
             stages[f"render.{key}"] = value - run.stage_before.get(key, 0.0)
         self.chunks_done += 1
         batches = run.batches
+        if batches.mark is not None and batches.mark.seconds:
+            stages["render.mark"] = batches.mark.seconds
         return SegmentResult(
             chunk_index=run.chunk.index,
             url=output.url,
@@ -458,6 +460,7 @@ class RenderWorker(PictureEmbeddings):
             qc=tuple(batches.measures) if batches.qc is not None else (),
             # which frames got the mark, and its strength
             watermark=batches.mark.record() if batches.mark is not None else None,
+            replaced_frames=batches.mark.replaced_runs() if batches.mark is not None else (),
             storage_retries=self.retries.take(),
         )
 

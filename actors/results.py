@@ -199,5 +199,7 @@ class SegmentResult:
     """QC measures of the chunk's replaced faces (QC on)."""
     watermark: ChunkWatermark | None = None
     """The frames that got the watermark (``provenance.watermark`` on)."""
+    replaced_frames: tuple[tuple[int, int], ...] = ()
+    """Runs ``(first, last)`` of the source frame numbers whose faces were replaced (AI-modified)."""
     storage_retries: int = 0
     """Object-store retries the actor made since its previous result (:mod:`pipeline.store.retries`)."""

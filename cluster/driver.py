@@ -185,6 +185,7 @@ class JobRunner:
             observer.warn([takeover])
         ledger = self.ledger = Ledger(prepared.manifest, resumed=prepared.resumed, guard=lease.guard)
         provenance = JobProvenance(spec, prepared.consent_refs, prepared.pack_hash, prepared.auth)
+        observer.summary.marking = provenance.marking()
         fixes = {
             ref.name: fix_records(ref.settings.fixes)
             for ref in [p.ref for p in prepared.planned] + [r.ref for r in prepared.reused]

@@ -196,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
             f"first chunk after {'-' if first is None else f'{first}s'}"
         )
     print(f"demo: {shot.output_url}\ndemo: {png}\ndemo: {done}")
+    print(
+        f"demo: marked as AI-made (content sha256 {shot.content_sha256}); check it with\n"
+        f"  python -m jobs.verify {shot.output_url}\n"
+        f"  python -m jobs.detect_watermark {shot.output_url} --job-id {summary.job_id}"
+    )
     return 0
 
 

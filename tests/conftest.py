@@ -23,6 +23,7 @@ fixtures live in plain modules (``tests/clips.py``, ``tests/faultjobs.py``...), 
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,11 @@ from tests.tiers import pytest_runtest_protocol, pytest_terminal_summary  # noqa
 # Test clips are seconds long: their jobs cut 1 s chunks, below the 10 s floor of a real job
 # (pipeline.limits).  Set before any Ray or subprocess starts, so submitted jobs see it too.
 os.environ.setdefault("RECAST_MIN_CHUNK_SECONDS", "1")
+# Every output is signed (issue 43): with no studio key, with the installation's own key, made on
+# first use.  The suite's is made once per run in a folder of its own, never in the tester's home.
+os.environ.setdefault(
+    "RECAST_SIGNING_DIR", os.path.join(tempfile.gettempdir(), f"recast-test-signing-{os.getpid()}")
+)
 
 S3_ENV = {
     "AWS_ACCESS_KEY_ID": "recast-test",

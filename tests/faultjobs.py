@@ -63,6 +63,16 @@ def decode_frames(path: str) -> list[np.ndarray]:
 
 
 def sha256_file(path: str) -> str:
+    """The file's sha256; for a published MP4/MOV, that of its content before the Content Credentials
+    were embedded (each run signs afresh, so the file's own bytes differ run to run), once the
+    credentials are checked intact: a byte changed anywhere outside them fails the check."""
+    if path.lower().endswith((".mp4", ".mov", ".m4v")):
+        from pipeline.provenance.credentials import verify_video
+
+        found = verify_video(path)
+        if found.status != "missing":
+            assert found.status == "valid" and found.content_sha256, (path, found.failures)
+            return found.content_sha256
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read()).hexdigest()
 

@@ -58,7 +58,8 @@ def test_spec_reference_names_every_key_with_its_type_default_bounds_and_docstri
     assert "MiB of decoded pictures each actor keeps" in rows["resources.decode_cache_mb"]
     # WatermarkSpec's own fields and the docstrings of its base, WatermarkConfig.
     assert "Secret that scrambles bit positions" in rows["provenance.watermark.key"]
-    assert " | `false` | " in rows["provenance.watermark.enabled"]
+    assert " | `true` | " in rows["provenance.watermark.enabled"]  # every output marked (issue 43)
+    assert "allow_unmarked_outputs" in rows["provenance.content_credentials"]
     assert " | required | length >= 1 | " in rows["identities.<name>.images"]
     assert " | str | required | " in rows["output.url"]
     # Every key says what it is for: a field added without a docstring fails here, naming it.

@@ -30,6 +30,7 @@ from cluster.spec.review import contact_url
 from cluster.spec.shot_refs import ShotRef
 from pipeline.errors import SpecError
 from pipeline.plates.sequence import is_sequence_url, list_frames, parse_sequence_url
+from pipeline.provenance.config import EMBEDDED_SUFFIXES
 from pipeline.store import storage, urls
 
 if TYPE_CHECKING:
@@ -138,6 +139,10 @@ def _published(spec: JobSpec, shots: list[ShotRef]) -> Iterator[tuple[str, str, 
         if review is not None:
             yield review[0], "output.review.url", f"shot {ref.name}'s review movie"
             yield review[1], "output.review.url", f"shot {ref.name}'s contact sheet"
+        if spec.marking.content_credentials and not ref.output_url.lower().endswith(EMBEDDED_SUFFIXES):
+            from pipeline.provenance.sidecar import sidecar_url
+
+            yield sidecar_url(ref.output_url), ref.output_field, f"shot {ref.name}'s Content Credentials"
 
 
 def written_urls(spec: JobSpec, shots: list[ShotRef], work_url: str) -> list[tuple[str, str]]:

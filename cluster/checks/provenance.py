@@ -10,13 +10,13 @@ publisher what to sign each output with, and writes the result record at the end
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from cluster.checks.trust import Authorisation, authorise, check_faces
 from cluster.spec.job import JobSpec
 from cluster.spec.shot_refs import ShotRef, output_prefix_for
-from pipeline.errors import RecastError, SpecError, StorageError
+from pipeline.errors import RecastError, StorageError
 from pipeline.store import storage
 from pipeline.store.hashing import sha256_url
 
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from pipeline.provenance.credentials import ManifestInfo
 
 logger = logging.getLogger(__name__)
-
-SIGNABLE = (".mp4", ".mov", ".m4v")
-"""Containers C2PA signing supports (BMFF)."""
 
 
 def audit_url(spec: JobSpec) -> str:
@@ -41,46 +38,55 @@ def adapter_hashes(spec: JobSpec) -> dict[str, str]:
     return {n: i.adapter.sha256 for n, i in sorted(spec.identities.items()) if i.adapter is not None}
 
 
-def signer_config(spec: JobSpec, timestamp_url: str | None = None) -> SignerConfig:
-    """The job's ``provenance.signer`` with the time-stamp authority of the policy or the cluster."""
-    assert spec.provenance is not None and spec.provenance.signer is not None
-    return spec.provenance.signer.model_copy(update={"timestamp_url": timestamp_url})
-
-
 def watermark_config(spec: JobSpec) -> WatermarkConfig | None:
-    """The ``WatermarkConfig`` of the job, or None when the watermark is off."""
-    prov = spec.provenance
-    if prov is None or not prov.watermark.enabled:
+    """The ``WatermarkConfig`` of the job, or None when the watermark is off (the cluster policy's leave)."""
+    watermark = spec.marking.watermark
+    return watermark if watermark.enabled else None
+
+
+def chosen_signer(spec: JobSpec, auth: Authorisation) -> tuple[SignerConfig, str] | None:
+    """(the key the outputs are signed with, whose it is) or None with Content Credentials off.
+
+    The spec's ``provenance.signer``, else the studio policy's ``signer``, else the installation's
+    own key (made on first use, :mod:`pipeline.provenance.install_key`); always with the time-stamp
+    authority of the policy or the cluster.
+    """
+    prov = spec.marking
+    if not prov.content_credentials:
         return None
-    return prov.watermark
+    if prov.signer is not None:
+        signer, whose = prov.signer, "studio (provenance.signer)"
+    elif auth.policy_signer is not None:
+        signer, whose = auth.policy_signer, f"studio (policy {auth.policy_url})"
+    else:
+        from pipeline.provenance.install_key import installation_signer
+
+        signer, whose = installation_signer(), "installation (untrusted)"
+    return signer.model_copy(update={"timestamp_url": auth.timestamp_url}), whose
 
 
 def check_provenance(spec: JobSpec, shots: list[ShotRef], work_url: str) -> Authorisation:
-    """Policy (consent, prefixes, approved pictures) and signer checks, before anything is read for rendering or written.
+    """Policy (consent, prefixes, approved pictures, leave to switch marking off) and the signing
+    key, before anything is read for rendering or written.
 
-    Returns what the policy allowed (:class:`cluster.checks.trust.Authorisation`).
-    Raises PolicyError naming the identity, picture or URL the studio policy
-    refuses, SpecError for a field a cluster policy forbids, outputs that
-    cannot be signed or a signer that cannot be built.
+    Returns what the policy allowed (:class:`cluster.checks.trust.Authorisation`) with the key the
+    outputs will be signed with.  Raises PolicyError naming the identity, picture or URL the studio
+    policy refuses, SpecError for a field a cluster policy forbids (marking switched off without
+    its leave) or a signer that cannot be built.
     """
     from cluster.checks.destinations import written_urls
 
     # Everything the job writes (outputs, passes, work area; the audit folder is added there) is
     # authorised by one function, policy.check_url_allowed.
     auth = authorise(spec, shots, [url for url, _ in written_urls(spec, shots, work_url)])
-    prov = spec.provenance
-    if prov is not None and prov.signer is not None:
-        from pipeline.provenance.credentials import make_signer
+    chosen = chosen_signer(spec, auth)
+    if chosen is None:
+        return auth
+    from pipeline.provenance.credentials import make_signer
 
-        for shot in shots:
-            if not shot.output_url.lower().endswith(SIGNABLE):
-                raise SpecError(
-                    "provenance.signer",
-                    f"{shot.output_url}: Content Credentials need an {', '.join(SIGNABLE)} output",
-                )
-        # A bad key or chain fails now, not after rendering.
-        make_signer(signer_config(spec, auth.timestamp_url)).close()
-    return auth
+    # A bad key or chain fails now, not after rendering.
+    make_signer(chosen[0]).close()
+    return replace(auth, signer=chosen[0], signer_source=chosen[1])
 
 
 @dataclass(frozen=True)
@@ -94,9 +100,8 @@ class JobProvenance:
     auth: Authorisation = field(default_factory=Authorisation)
 
     def signing(self, output_url: str) -> tuple[ManifestInfo, SignerConfig] | None:
-        """(ManifestInfo, SignerConfig) for ``output_url`` when the job signs its outputs."""
-        prov = self.spec.provenance
-        if prov is None or prov.signer is None:
+        """(ManifestInfo, SignerConfig) for ``output_url``; None with Content Credentials off."""
+        if self.auth.signer is None:
             return None
         from pipeline.provenance.credentials import ManifestInfo
         from pipeline.provenance.watermark import job_payload
@@ -107,9 +112,21 @@ class JobProvenance:
             identities=self.consent_refs,
             model_pack_sha256=self.pack_hash,
             adapters=adapter_hashes(self.spec),
-            watermark_payload=job_payload(self.spec.job_id) if prov.watermark.enabled else None,
+            watermark_payload=job_payload(self.spec.job_id) if watermark_config(self.spec) else None,
         )
-        return info, signer_config(self.spec, self.auth.timestamp_url)
+        return info, self.auth.signer
+
+    def marking(self) -> dict[str, Any]:
+        """How the job's outputs are marked as AI-made, for the audit log and the report."""
+        watermark = watermark_config(self.spec)
+        return {
+            "watermark": watermark is not None,
+            "watermark_payload": None if watermark is None else f"{_payload(self.spec.job_id):08x}",
+            "content_credentials": self.auth.signer is not None,
+            "signer": self.auth.signer_source,
+            "switched_off": list(self.auth.unmarked),
+            "switched_off_by": self.auth.policy_url if self.auth.unmarked else None,
+        }
 
     def check_faces(self, actor: Any) -> None:
         """The identity pictures' faces against the policy's reference embeddings, on a warm actor."""
@@ -136,6 +153,7 @@ class JobProvenance:
             extra = {
                 "policy_url": self.auth.policy_url,
                 "cluster_policy": self.auth.cluster_policy,
+                "marking": self.marking(),
                 "shots": {s.name: {"url": s.url, "output_url": s.output_url} for s in shots},
             }
             url = self._append("job.started", inputs, {}, extra)
@@ -169,7 +187,12 @@ class JobProvenance:
                 if s.status == "published" and s.output_sha256
             }
             event = "job.completed" if summary.ok else "job.failed"
-            url = self._append(event, inputs, outputs, {"shots": {s.name: s.status for s in summary.shots}})
+            url = self._append(
+                event,
+                inputs,
+                outputs,
+                {"shots": {s.name: s.status for s in summary.shots}, "marking": self.marking()},
+            )
         except (RecastError, OSError) as exc:
             logger.error("job %s: could not write its audit record: %s", spec.job_id, exc)
             if self.auth.cluster_policy:
@@ -197,6 +220,12 @@ class JobProvenance:
             extra={**extra, "ray_job_id": _ray_job_id()},
         )
         return AuditLog(audit_url(self.spec)).append(record)
+
+
+def _payload(job_id: str) -> int:
+    from pipeline.provenance.watermark import job_payload
+
+    return job_payload(job_id)
 
 
 def _ray_job_id() -> str | None:

@@ -7,6 +7,10 @@ audited, and a spec that names another ``provenance.policy_url`` or sets
 ``provenance.audit: false`` is refused.  Without it a job may name its own
 policy (local use, as before).
 
+Every output is marked as AI-made (the watermark, Content Credentials): a spec
+that switches either off is refused unless the cluster's policy sets
+``allow_unmarked_outputs: true``; a policy the spec names cannot give that leave.
+
 The time-stamp authority for Content Credentials comes only from the policy
 (``timestamp_url``) or the cluster (``RECAST_TIMESTAMP_URL``), never from a job
 spec.  Everything but :func:`check_faces` (a call to a warm actor) runs before Ray starts
@@ -30,6 +34,7 @@ from pipeline.store import jsonload, storage
 
 if TYPE_CHECKING:
     from pipeline.models.pack import ManifestFile
+    from pipeline.provenance.config import SignerConfig
     from pipeline.provenance.consent import FaceReference
     from pipeline.provenance.policy import Policy
 
@@ -63,6 +68,15 @@ class Authorisation:
     pack_manifest: ManifestFile | None = None
     """The model pack's manifest as read once its folder was allowed (None: no policy, or the
     embedded pack); the later checks and the pack's load use these bytes, never a second read."""
+    policy_signer: SignerConfig | None = None
+    """The studio key of the policy (``signer``), for a job that names none of its own."""
+    unmarked: tuple[str, ...] = ()
+    """The spec fields that switched AI marking off, with the cluster policy's leave."""
+    signer: SignerConfig | None = None
+    """The key the job's Content Credentials are signed with, once chosen and built
+    (:func:`cluster.checks.provenance.check_provenance`); None: not yet, or credentials off."""
+    signer_source: str | None = None
+    """Whose key ``signer`` is: a studio's (the spec's or the policy's) or the installation's."""
 
 
 def ray_job_config(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -125,16 +139,37 @@ def authorise(
                 "provenance.audit",
                 f"cannot be false on a cluster with a studio policy ({POLICY_ENV}): every job is audited",
             )
+    unmarked = spec.unmarked_fields()
+    if unmarked and cluster_url is None:
+        raise SpecError(
+            unmarked[0],
+            "every output is marked as AI-made; only the cluster's studio policy "
+            f"({POLICY_ENV}, with allow_unmarked_outputs: true) can let a job switch that off, "
+            "never a job spec or a policy it names",
+        )
     policy_url = _chosen_policy(spec, cluster_url)
     audited = cluster_url is not None or (prov is not None and prov.audit)
     metadata = job_metadata(env)
     if policy_url is None:
-        refs = {name: NO_POLICY_REF for name in spec.identities} if prov is not None else {}
+        refs = {name: NO_POLICY_REF for name in spec.identities}
         return Authorisation(refs, audited=audited, timestamp_url=cluster_timestamp, job_metadata=metadata)
     policy = load_policy(policy_url)
     if cluster_url is not None and not policy.enforce:
         logger.warning("%s: enforce: false is ignored, a cluster policy is always enforced", policy_url)
         policy = policy.model_copy(update={"enforce": True})
+    if unmarked and not policy.allow_unmarked_outputs:
+        raise SpecError(
+            unmarked[0],
+            f"the cluster's studio policy {policy_url} does not allow unmarked outputs "
+            "(allow_unmarked_outputs: true): every output is marked as AI-made",
+        )
+    if unmarked:
+        logger.warning(
+            "job %s: %s switched off, as the cluster's studio policy %s allows; recorded in the audit log",
+            spec.job_id,
+            ", ".join(unmarked),
+            policy_url,
+        )
     outputs = list(output_urls)
     if audited:
         outputs.append(storage.join(output_prefix_for(spec), "audit"))
@@ -165,6 +200,8 @@ def authorise(
         timestamp_url=cluster_timestamp or policy.timestamp_url,
         job_metadata=metadata,
         pack_manifest=pack_manifest,
+        policy_signer=policy.signer,
+        unmarked=unmarked,
     )
 
 
@@ -191,7 +228,7 @@ def input_urls(spec: JobSpec, shots: list[ShotRef]) -> list[str]:
             urls.append(ident.adapter.url)
     if not spec.models.pack.startswith("builtin:"):
         urls.append(spec.models.pack)
-    signer = spec.provenance.signer if spec.provenance is not None else None
+    signer = spec.marking.signer
     if signer is not None:
         urls.extend([signer.certificate_chain_url, signer.private_key_url])
     return list(dict.fromkeys(u for u in urls if not u.startswith("ocio://")))

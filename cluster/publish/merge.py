@@ -46,6 +46,13 @@ class Published:
     """Image sequences: every frame's sha256 by frame number."""
     passes: dict[str, Published] = field(default_factory=dict)
     """Compositing passes published with the output."""
+    content_sha256: str | None = None
+    """A video's sha256 before its Content Credentials were embedded (the same on every run of the
+    job; ``sha256`` is the published file's, whose signature differs run to run)."""
+    credentials_url: str | None = None
+    """The signed sidecar manifest published beside an output that cannot embed one (MKV, sequences)."""
+    sign_seconds: float = 0.0
+    """Time spent signing (embedding the C2PA manifest, or building the sidecar)."""
 
 
 Window = tuple[int, int]
@@ -128,15 +135,67 @@ def merge_and_publish(
             )
         if stats.frames != expected:
             raise RecastError(f"{output_url}: merged {stats.frames} frames, expected {expected}")
+        content = sha256_file(local)
+        sidecar: tuple[str, bytes] | None = None
+        started = time.perf_counter()
         if signing is not None:
-            from pipeline.provenance.credentials import sign_video
+            from pipeline.provenance.credentials import VIDEO_MIME, sign_video
 
-            signed = os.path.join(tmp, "signed" + os.path.splitext(output_url)[1])
-            sign_video(local, signed, signing[0], signing[1])
-            local = signed
-        sha256 = sha256_file(local)
+            info_signed = signing[0].model_copy(update={"content_sha256": content})
+            if os.path.splitext(output_url)[1].lower() in VIDEO_MIME:
+                signed = os.path.join(tmp, "signed" + os.path.splitext(output_url)[1])
+                sign_video(local, signed, info_signed, signing[1])
+                local = signed
+            else:  # MKV: a signed sidecar manifest bound to the file's sha256
+                sidecar = file_sidecar(output_url, content, info_signed, signing[1])
+        sign_seconds = time.perf_counter() - started if signing is not None else 0.0
+        sha256 = content if sidecar is not None or signing is None else sha256_file(local)
         storage.publish_file(local, output_url, overwrite=overwrite)
-    return Published(stats, sha256, output_fingerprint(output_url))
+        if sidecar is not None:
+            storage.write_bytes(sidecar[0], sidecar[1], overwrite=overwrite)
+    return Published(
+        stats,
+        sha256,
+        output_fingerprint(output_url),
+        content_sha256=content,
+        credentials_url=None if sidecar is None else sidecar[0],
+        sign_seconds=sign_seconds,
+    )
+
+
+def file_sidecar(output_url: str, sha256: str, info: ManifestInfo, signer: SignerConfig) -> tuple[str, bytes]:
+    """(URL, bytes) of the signed sidecar manifest of a single-file output that cannot embed one."""
+    from pipeline.provenance.sidecar import build_sidecar, sidecar_url
+
+    name = output_url.rstrip("/").rsplit("/", 1)[-1]
+    data = build_sidecar(info, files={name: sha256}, modified=[name], signer=signer, content="file")
+    return sidecar_url(output_url), data
+
+
+def sequence_sidecar(
+    output_url: str, published: Published, replaced: Sequence[tuple[int, int]], signing: Signing
+) -> Published:
+    """Sign a completed image sequence: a sidecar manifest bound to every frame's sha256, the frames
+    whose faces were replaced (``replaced``: runs of frame numbers) marked AI-modified; published
+    beside the frames.  Returns ``published`` with its URL and the time it took."""
+    from pipeline.provenance.sidecar import build_sidecar, sidecar_url
+
+    assert published.frame_sha256 is not None
+    started = time.perf_counter()
+    pattern = parse_sequence_url(output_url)
+    changed = {n for first, last in replaced for n in range(first, last + 1)}
+    files, modified = {}, []
+    for number, digest in published.frame_sha256.items():
+        name = pattern.frame_url(int(number)).rsplit("/", 1)[-1]
+        files[name] = digest
+        if int(number) in changed:
+            modified.append(name)
+    info = signing[0].model_copy(update={"content_sha256": published.sha256})
+    url = sidecar_url(output_url)
+    storage.write_bytes(
+        url, build_sidecar(info, files=files, modified=modified, signer=signing[1], content="sequence")
+    )
+    return replace(published, credentials_url=url, sign_seconds=time.perf_counter() - started)
 
 
 def complete_frames(

@@ -9,9 +9,10 @@ frame is there at the size written.  The output's sha256 is that of its frame li
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cluster.publish.merge import Published, Written, complete_frames
+from cluster.publish.merge import Published, Signing, Written, complete_frames, sequence_sidecar
 from pipeline.errors import RecastError
 from pipeline.plates.sequence import parse_sequence_url
 from pipeline.video.probe import VideoInfo
@@ -28,8 +29,13 @@ def complete_sequence(
     output_url: str,
     written: Written,
     passes: dict[str, tuple[str, Written]],
+    *,
+    signing: Signing | None = None,
+    replaced: Sequence[tuple[int, int]] = (),
 ) -> Published:
-    """Complete the output (and each pass: pass -> (its pattern URL, the frames the actors wrote))."""
+    """Complete the output (and each pass: pass -> (its pattern URL, the frames the actors wrote)),
+    then sign it (``signing``): a sidecar manifest bound to every frame, those in ``replaced`` (runs
+    of frame numbers whose faces were replaced) stated AI-modified."""
     from pipeline.plates.frames import copy_plate
 
     assert info.sequence is not None
@@ -38,6 +44,8 @@ def complete_sequence(
     published = complete_frames(
         output_url, written, numbers, lambda n: copy_plate(source.frame_url(n), output.frame_url(n))
     )
+    if signing is not None:
+        published = sequence_sidecar(output_url, published, replaced, signing)
     if not passes:
         return published
     from pipeline.passes.layers import pass_header

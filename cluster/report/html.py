@@ -130,7 +130,7 @@ def render_html(
         _warnings(job, shots),
         "<h2>Shots</h2>",
         _shot_table(shots, job.work_url),
-        provenance_section([s.summary for s in shots]),
+        provenance_section([s.summary for s in shots], job.marking),
         '<h2 id="review">Frames to review</h2>' if review else "",
         qc_sections(shots, thumbs, report.identities, charts=charts, cards=cards) if review else "",
         "<h2>Where the time went</h2>",

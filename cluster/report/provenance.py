@@ -1,14 +1,18 @@
-"""The report's provenance block: per shot, the watermark's payload, strength and the frames it marked.
+"""The report's provenance block: how the outputs are marked as AI-made (the watermark, Content
+Credentials and whose key signed them, what a cluster policy let the job switch off), then per shot
+the watermark's payload, strength and the frames it marked.
 
-Reads each shot's ``watermark`` (:attr:`cluster.report.summary.ShotSummary.watermark`);
-empty when no shot carries one (the job had no ``provenance.watermark``).
+Reads the job's ``marking`` (:attr:`cluster.report.summary.JobSummary.marking`) and each shot's
+``watermark`` (:attr:`cluster.report.summary.ShotSummary.watermark`).
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from cluster.report.marking import marking_line
 
 if TYPE_CHECKING:
     from cluster.report.summary import ShotSummary
@@ -27,8 +31,10 @@ def _ranges(runs: Sequence[Sequence[int]]) -> str:
     return (shown or "none") + (f" and {more} more range(s)" if more > 0 else "")
 
 
-def provenance_section(shots: Sequence[ShotSummary]) -> str:
-    """The ``<h2>Provenance</h2>`` block, or ``""`` when no shot was watermarked."""
+def provenance_section(shots: Sequence[ShotSummary], marking: Mapping[str, Any] | None = None) -> str:
+    """The ``<h2>Provenance</h2>`` block: the job's marking, then a row per watermarked shot; ``""``
+    when there is neither."""
+    line = marking_line(marking)
     rows = []
     for shot in shots:
         mark = shot.watermark
@@ -42,13 +48,17 @@ def provenance_section(shots: Sequence[ShotSummary]) -> str:
             f"<td>{_e(_ranges(mark.frame_ranges))}</td></tr>"
         )
     if not rows:
-        return ""
+        if not line:
+            return ""
+        return f'<h2 id="provenance">Provenance</h2><div class="meta">{_e(line)}</div>'
     head = (
         "<tr><th>Shot</th><th>Watermark payload</th><th>Step (strength)</th>"
         "<th>Frames marked</th><th>Marked frames (source numbers)</th></tr>"
     )
     return (
-        '<h2 id="provenance">Provenance</h2><div class="meta">invisible watermark in the replaced faces '
-        "(read it back with <code>python -m jobs.detect_watermark</code>)</div>"
+        f'<h2 id="provenance">Provenance</h2><div class="meta">{_e(line)}</div>'
+        '<div class="meta">invisible watermark in the replaced faces '
+        "(read it back with <code>python -m jobs.detect_watermark</code>; check the Content Credentials "
+        "with <code>python -m jobs.verify</code>)</div>"
         f"<table>{head}{''.join(rows)}</table>"
     )

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from actors.results import ActorInfo, ChunkWatermark
+from cluster.report.marking import marking_line
 from cluster.spec.fixes import BoxFix, FacesFix, IdentityFix, KeepPlateFix, fix_action, fix_kind, fix_label
 from pipeline.store.redact import Redactor, plain_numbers
 
@@ -136,6 +137,10 @@ class ShotSummary:
     never changed once there (:class:`RedactedCopies` redacts each once)."""
     output_bytes: int = 0
     output_sha256: str | None = None
+    content_sha256: str | None = None
+    """The output's sha256 before signing: the same every run (``output_sha256`` is not, for MP4/MOV)."""
+    credentials_url: str | None = None
+    """The signed sidecar manifest of an MKV or image-sequence output."""
     chunks_rendered: int = 0
     """Chunks rendered by this run of the job (the rest were committed in the manifest by an earlier run)."""
     chunks_reused: int = 0
@@ -285,6 +290,8 @@ class JobSummary:
     storage_retries: int = 0
     """Object-store requests sent again and bodies read again (:mod:`pipeline.store.retries`): the driver's
     and those the actors' results reported (a call that failed takes its count with it)."""
+    marking: dict[str, Any] | None = None
+    """How the outputs are marked as AI-made (:meth:`cluster.checks.provenance.JobProvenance.marking`)."""
 
     @property
     def ok(self) -> bool:
@@ -341,6 +348,8 @@ class JobSummary:
         } | ({"edit": self.edit} if self.edit is not None else {})
         if self.review_timeline_url is not None:
             out["review_timeline_url"] = self.review_timeline_url
+        if self.marking is not None:
+            out["marking"] = self.marking
         return out
 
     def table(self) -> str:
@@ -371,8 +380,14 @@ class JobSummary:
                 lines.append(
                     f"{'':<20} watermark {w.payload} (step {w.step:g}): {w.frames_marked} frames marked"
                 )
+            if s.content_sha256 and s.content_sha256 != s.output_sha256:
+                lines.append(f"{'':<20} content sha256 {s.content_sha256} (before its Content Credentials)")
+            if s.credentials_url:
+                lines.append(f"{'':<20} Content Credentials: {s.credentials_url}")
             if s.qc_failed:
                 lines.append(f"{'':<20} QC failed (qc.fail_on): {', '.join(s.qc_failed)}; output published")
+        if self.marking is not None:
+            lines.append(marking_line(self.marking))
         lines.extend(f"job failure: {failure}" for failure in self.failures)
         first = f"{self.first_chunk_seconds:.1f}s" if self.first_chunk_seconds is not None else "-"
         shot = f"{self.first_shot_seconds:.1f}s" if self.first_shot_seconds is not None else "-"

@@ -21,7 +21,8 @@ def render_config(spec: JobSpec, pool: PoolPlan) -> RenderConfig:
     return RenderConfig(
         watermark=watermark,
         watermark_payload=job_payload(spec.job_id) if watermark is not None else None,
-        review_label=spec.provenance.review_label if spec.provenance is not None else False,
+        ai_frame_label=spec.job_id if spec.marking.content_credentials else None,
+        review_label=spec.marking.review_label,
         pack_url=spec.models.pack,
         pack_cache_dir=spec.models.cache_dir,
         execution=execution,

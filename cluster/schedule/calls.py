@@ -36,6 +36,7 @@ def reused_segment(record: RenderRecord, encoder: EncoderChoice) -> SegmentResul
         passes=dict(record.passes),
         qc=record.qc,
         watermark=record.watermark,
+        replaced_frames=record.replaced_frames,
     )
 
 
@@ -54,6 +55,7 @@ def segment_record(result: SegmentResult, key: str) -> RenderRecord:
         passes=dict(result.passes),
         qc=result.qc,
         watermark=result.watermark,
+        replaced_frames=result.replaced_frames,
     )
 
 

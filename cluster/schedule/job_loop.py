@@ -358,7 +358,13 @@ class JobLoop:
             written = sequence_frames(segments)
             passes = {name: (pass_urls[name], sequence_frames(segments, name)) for name in layers}
             self.merging[run.name] = self.publisher.submit_call(
-                complete_sequence, run.shot.info, ref.output_url, written, passes
+                complete_sequence,
+                run.shot.info,
+                ref.output_url,
+                written,
+                passes,
+                signing=self.provenance.signing(ref.output_url),
+                replaced=[r for s in segments for r in s.replaced_frames],
             )
             return
         window = None if run.shot.window.whole else run.shot.window.delivered
@@ -402,6 +408,8 @@ class JobLoop:
             spec_key=run.shot.spec_key,
             output_url=ref.output_url,
             sha256=published.sha256,
+            content_sha256=published.content_sha256,
+            credentials_url=published.credentials_url,
             fingerprint=published.fingerprint,
             frames=published.stats.frames,
             render_keys=[run.render_keys[c.index] for c in run.shot.renders],
@@ -424,6 +432,9 @@ class JobLoop:
             sha256=published.sha256,
             merge_seconds=published.stats.seconds,
             wall=time.perf_counter() - run.started_at,
+            content_sha256=published.content_sha256,
+            credentials_url=published.credentials_url,
+            sign_seconds=published.sign_seconds,
         )
         # The output is published and recorded: its segments are no longer needed (the records stay).
         segments_url = storage.join(self.prepared.work_url, "segments", run.name)

@@ -114,6 +114,8 @@ class JobObserver:
                     chunks_reused=len(reused.plan.chunks),
                     output_bytes=int(reused.record.get("output_fingerprint", {}).get("size", 0)),
                     output_sha256=reused.record.get("output_sha256"),
+                    content_sha256=reused.record.get("content_sha256", reused.record.get("output_sha256")),
+                    credentials_url=reused.record.get("credentials_url"),
                     reused=True,
                     fixes=fix_marks(ref.settings.fixes) if ref.settings is not None else [],
                 )
@@ -278,14 +280,19 @@ class JobObserver:
         sha256: str,
         merge_seconds: float,
         wall: float,
+        content_sha256: str | None = None,
+        credentials_url: str | None = None,
+        sign_seconds: float = 0.0,
     ) -> None:
         if self.summary.first_shot_seconds is None:
             self.summary.first_shot_seconds = self.elapsed()
         summary = self.shots[source.name]
-        summary.add_stages({"merge": merge_seconds})
+        summary.add_stages({"merge": merge_seconds, **({"sign": sign_seconds} if sign_seconds else {})})
         summary.frames = frames
         summary.output_bytes = output_bytes
         summary.output_sha256 = sha256
+        summary.content_sha256 = content_sha256
+        summary.credentials_url = credentials_url
         summary.status = "published"
         summary.seconds = wall
         logger.info(

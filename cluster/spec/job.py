@@ -180,8 +180,10 @@ class ResourcesSpec(Frozen):
 class WatermarkSpec(WatermarkConfig):
     """Invisible watermark of the job id in the replaced faces (see ``pipeline.provenance.watermark``)."""
 
-    enabled: bool = False
-    """Embed the job id as an invisible watermark in every replaced face."""
+    enabled: bool = True
+    """Embed the job id as an invisible watermark in every replaced face.  On by default; ``false``
+    is refused unless the cluster's studio policy (``RECAST_POLICY_URL``) sets
+    ``allow_unmarked_outputs: true``."""
     step: float = Field(default=32.0, gt=0.0)
 
 
@@ -191,9 +193,13 @@ class ProvenanceSpec(Frozen):
     ``policy_url`` points at the studio policy (nothing here can relax it) and
     needs ``project``; on a cluster with ``RECAST_POLICY_URL`` it must be that
     policy or absent, and ``audit`` cannot be false (see :mod:`cluster.checks.trust`).
-    ``signer`` signs every output (MP4/MOV only), with the time-stamp authority of
-    the policy or the cluster, never one from here; ``audit`` appends a record
-    when the job starts and one when it ends under ``<output prefix>/audit/``.
+    Every output is marked as AI-made unless the cluster's studio policy allows otherwise:
+    the watermark in the replaced faces and Content Credentials (C2PA in MP4/MOV, a signed
+    sidecar manifest beside MKV files and image sequences), signed with ``signer``, else the
+    policy's ``signer``, else the installation's own key
+    (:mod:`pipeline.provenance.install_key`), with the time-stamp authority of the policy or
+    the cluster, never one from here; ``audit`` appends a record when the job starts and one
+    when it ends under ``<output prefix>/audit/``.
     """
 
     policy_url: str | None = None
@@ -201,7 +207,11 @@ class ProvenanceSpec(Frozen):
     project: str | None = None
     """The project this job belongs to in the policy (required with ``policy_url``)."""
     signer: SignerConfig | None = None
-    """Sign every MP4/MOV output with C2PA Content Credentials using this key and certificate chain."""
+    """The studio's key and certificate chain for the Content Credentials (None: the cluster
+    policy's ``signer``, else the installation's own, untrusted key)."""
+    content_credentials: bool = True
+    """Content Credentials on every output, stating that faces were replaced by AI.  ``false`` is
+    refused unless the cluster's studio policy sets ``allow_unmarked_outputs: true``."""
     watermark: WatermarkSpec = WatermarkSpec()
     """The invisible watermark of the job id in the replaced faces."""
     review_label: bool = False
@@ -253,7 +263,8 @@ class JobSpec(Frozen):
     resume: ResumeSpec = ResumeSpec()
     """How a resubmitted job recognises an unchanged source."""
     provenance: ProvenanceSpec | None = None
-    """None (no block): no policy, signing, watermark or audit."""
+    """None (no block): no policy and no audit log; outputs are marked all the same (the watermark
+    and Content Credentials signed with the installation's key)."""
     colour: ColourSpec = ColourSpec()
     """Colour management of image-sequence plates (each shot may override it)."""
     qc: QcConfig = QcConfig()
@@ -322,6 +333,22 @@ class JobSpec(Frozen):
                 if name is not None and name not in self.identities:
                     raise FieldError(f"shots[{i}].fixes[{j}]", f"identity {name!r} is not in identities")
         return self
+
+    @property
+    def marking(self) -> ProvenanceSpec:
+        """The job's provenance settings as they take effect: ``provenance``, or its defaults (every
+        output marked: the watermark on, Content Credentials with the installation's key)."""
+        return self.provenance if self.provenance is not None else ProvenanceSpec()
+
+    def unmarked_fields(self) -> tuple[str, ...]:
+        """The spec fields that switch AI marking off (each needs the cluster policy's leave)."""
+        prov = self.marking
+        fields = []
+        if not prov.watermark.enabled:
+            fields.append("provenance.watermark.enabled")
+        if not prov.content_credentials:
+            fields.append("provenance.content_credentials")
+        return tuple(fields)
 
     @model_validator(mode="after")
     def _fixes_agree(self) -> JobSpec:

@@ -48,14 +48,16 @@ def execution_key(spec: JobSpec) -> dict[str, Any]:
 
 
 def marks_key(spec: JobSpec) -> dict[str, Any] | None:
-    """What of ``provenance`` changes rendered pixels or published bytes (None: nothing)."""
-    prov = spec.provenance
-    if prov is None or not (prov.watermark.enabled or prov.review_label or prov.signer):
+    """What of ``provenance`` changes rendered pixels or published bytes (None: nothing, which only a
+    cluster policy's leave to switch marking off allows)."""
+    prov = spec.marking
+    if not (prov.watermark.enabled or prov.review_label or prov.content_credentials):
         return None
     return {
         "watermark": prov.watermark if prov.watermark.enabled else None,
-        "job_id": spec.job_id if prov.watermark.enabled else None,
+        "job_id": spec.job_id if prov.watermark.enabled or prov.content_credentials else None,
         "review_label": prov.review_label,
+        "content_credentials": prov.content_credentials,
         "signer": prov.signer,
     }
 

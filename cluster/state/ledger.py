@@ -222,6 +222,8 @@ class Ledger:
         fingerprint: dict[str, Any],
         frames: int,
         render_keys: list[RenderKey],
+        content_sha256: str | None = None,
+        credentials_url: str | None = None,
         frame_sha256: dict[str, str] | None = None,
         passes: dict[str, str] | None = None,
         pass_fingerprints: dict[str, dict[str, Any]] | None = None,
@@ -236,6 +238,10 @@ class Ledger:
             "frames": frames,
             "render_keys": render_keys,
         }
+        if content_sha256 is not None and content_sha256 != sha256:
+            record["content_sha256"] = content_sha256  # a video's, before its credentials were embedded
+        if credentials_url is not None:
+            record["credentials_url"] = strip_userinfo(credentials_url)
         if frame_sha256 is not None:
             record["frame_sha256"] = frame_sha256  # an image sequence: every frame's, by number
         if passes:

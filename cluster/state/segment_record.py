@@ -55,6 +55,8 @@ class RenderRecord:
     """QC measures of the chunk's replaced faces."""
     watermark: ChunkWatermark | None = None
     """The chunk's watermark: payload, step and the marked frames' runs (:class:`actors.marking.FrameMarker`)."""
+    replaced_frames: tuple[tuple[int, int], ...] = ()
+    """Runs ``(first, last)`` of the source frame numbers whose faces were replaced."""
 
     @classmethod
     def from_json(cls, index: int, key: str, record: Mapping[str, Any]) -> RenderRecord:
@@ -75,6 +77,7 @@ class RenderRecord:
             passes={str(name): _pass_entry(entry) for name, entry in passes.items()},
             qc=tuple(_measure(m) for m in qc),
             watermark=_watermark(record.get("watermark")),
+            replaced_frames=_runs(record.get("replaced_frames", ())),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -98,6 +101,8 @@ class RenderRecord:
         if self.watermark is not None:
             w = self.watermark
             out["watermark"] = {"payload": w.payload, "step": w.step, "frames": [list(r) for r in w.frames]}
+        if self.replaced_frames:
+            out["replaced_frames"] = [list(r) for r in self.replaced_frames]
         return out
 
     def files_intact(self) -> bool:
@@ -195,6 +200,17 @@ def _measure(value: Any) -> FaceMeasure:
     if not isinstance(value, Mapping):
         raise TypeError("a QC measure must be a mapping")
     return FaceMeasure.from_dict(dict(value))
+
+
+def _runs(value: Any) -> tuple[tuple[int, int], ...]:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError("replaced_frames must be a list of [first, last] runs")
+    runs = []
+    for run in value:
+        if not isinstance(run, (list, tuple)) or len(run) != 2:
+            raise TypeError("replaced_frames must be a list of [first, last] runs")
+        runs.append((int(run[0]), int(run[1])))
+    return tuple(runs)
 
 
 def _watermark(value: Any) -> ChunkWatermark | None:

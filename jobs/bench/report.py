@@ -151,6 +151,7 @@ def table(results: dict) -> str:
     lines += _runs_table(results, cores)
     lines += _quality_section(results, cores)
     lines += _stage_table(results, cores)
+    lines += _marking_section(results)
     lines += _ceiling_section(results, cores)
     lines += _scenario_sections(results, cores)
     lines += _targets_section(results, cores)
@@ -252,6 +253,23 @@ def _stage_table(results: dict, cores: int) -> list[str]:
                 + " ".join(f"{st[c]:>12.2f}" if c in st else f"{'-':>12}" for c in STAGE_COLUMNS)
             )
     return lines
+
+
+def _marking_section(results: dict) -> list[str]:
+    """What marking every output as AI-made cost each Recast run: the watermark's share of the actors'
+    stage seconds, signing's share of the job's wall time."""
+    lines = ["", "marking every output (watermark in the actors' render calls; C2PA signing on the driver)"]
+    lines.append(f"{'case':<26} {'runner':<16} {'mark s':>8} {'of actor s':>10} {'sign s':>7} {'of wall':>8}")
+    for comp in results["comparisons"]:
+        for name, run in comp["runs"].items():
+            m = run.get("marking")
+            if not m:
+                continue
+            lines.append(
+                f"{comp['label']:<26} {name:<16} {m['mark_seconds']:>8.2f} {m['mark_share']:>10.2%} "
+                f"{m['sign_seconds']:>7.2f} {m['sign_share_of_wall']:>8.2%}"
+            )
+    return lines if len(lines) > 2 else []
 
 
 def _ceiling_section(results: dict, cores: int) -> list[str]:

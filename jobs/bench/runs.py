@@ -173,6 +173,26 @@ def run_recast(spec_data: dict, *, local_ray: bool) -> dict:
         "encoder": shot.encoder,
         "providers": shot.providers,
         "quality": quality_of(shot.qc.to_dict() if shot.qc is not None else None),
+        "marking": marking_cost(st, summary.wall_seconds),
+    }
+
+
+DRIVER_STAGES = frozenset({"track", "plan", "merge", "sign"})
+"""Stage times the driver spends (the rest are the actors' calls)."""
+
+
+def marking_cost(stages: dict[str, float], wall_seconds: float) -> dict[str, float]:
+    """What marking every output as AI-made cost a run: the watermark inside the actors' render calls
+    (``render.mark``) as a share of the actors' stage seconds, and signing at the publish on the
+    driver (``sign``) as a share of the job's wall time."""
+    actor = sum(v for k, v in stages.items() if "." not in k and k not in DRIVER_STAGES)
+    mark, sign = stages.get("render.mark", 0.0), stages.get("sign", 0.0)
+    return {
+        "mark_seconds": mark,
+        "sign_seconds": sign,
+        "actor_stage_seconds": actor,
+        "mark_share": mark / actor if actor > 0 else 0.0,
+        "sign_share_of_wall": sign / wall_seconds if wall_seconds > 0 else 0.0,
     }
 
 

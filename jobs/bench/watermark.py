@@ -19,11 +19,12 @@ Product code: needs only the installed packages (Ray starts locally, or joins
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import av
@@ -125,9 +126,37 @@ def render_job(folder: str, plate: str, source: str, *, quality: int, watermark:
     spec_path = os.path.join(folder, f"{name}.yaml")
     with open(spec_path, "w") as f:
         yaml.safe_dump(spec, f)
-    if main([spec_path, "--fresh", "--log-level", "WARNING"]) != EXIT_OK:
-        raise RuntimeError(f"the job {name} failed")
+    with _unmarked_allowed(folder, not watermark):
+        if main([spec_path, "--fresh", "--log-level", "WARNING"]) != EXIT_OK:
+            raise RuntimeError(f"the job {name} failed")
     return os.path.join(folder, "out", f"{name}.mp4")
+
+
+@contextlib.contextmanager
+def _unmarked_allowed(folder: str, wanted: bool) -> Iterator[None]:
+    """For the unmarked control render only: the cluster studio policy (``RECAST_POLICY_URL``) that
+    lets a job switch the watermark off, as a studio would set it; every output is marked otherwise."""
+    if not wanted:
+        yield
+        return
+    policy = os.path.join(folder, "unmarked-policy.yaml")
+    with open(policy, "w") as f:
+        yaml.safe_dump(
+            {
+                "identities": {"hero": {"consent_ref": "bench (generated picture)", "projects": ["*"]}},
+                "allow_unmarked_outputs": True,
+            },
+            f,
+        )
+    saved = os.environ.get("RECAST_POLICY_URL")
+    os.environ["RECAST_POLICY_URL"] = policy
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("RECAST_POLICY_URL", None)
+        else:
+            os.environ["RECAST_POLICY_URL"] = saved
 
 
 def rates(reading: Any, keys: int, expected: int | None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -172,15 +172,25 @@ def frame_compression(source: str | None, requested: str | None) -> str | None:
 
 
 def write_plate(
-    url: str, pixels: np.ndarray, spec: Any, *, compression: str | None = None
+    url: str,
+    pixels: np.ndarray,
+    spec: Any,
+    *,
+    compression: str | None = None,
+    attributes: Mapping[str, str] | None = None,
 ) -> tuple[str, int]:
     """Write one frame with its own header ``spec``; returns (sha256, bytes) of the file.
+
+    ``attributes``: string attributes added to (or replacing their namesakes in) that header,
+    such as :func:`pipeline.provenance.sidecar.ai_header_attributes`.
 
     The frame is written and hashed in a local temporary file, then published
     atomically (rename locally, one PUT on object stores): a killed process never
     leaves a half frame at ``url``.
     """
     out_spec = oiio.ImageSpec(spec)
+    for name, value in (attributes or {}).items():
+        out_spec.attribute(name, value)
     if compression:
         out_spec.attribute("compression", compression)
     expected = (out_spec.height, out_spec.width, out_spec.nchannels)

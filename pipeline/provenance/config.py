@@ -12,6 +12,10 @@ from pydantic import Field
 
 from pipeline.configbase import Frozen
 
+EMBEDDED_SUFFIXES = (".mp4", ".mov", ".m4v")
+"""Outputs whose Content Credentials are embedded (C2PA in the BMFF container); every other output
+(MKV, image sequences) gets a signed sidecar manifest (:mod:`pipeline.provenance.sidecar`)."""
+
 
 class SignerConfig(Frozen):
     """Where the studio's signing key and certificate chain live (URLs or paths)."""

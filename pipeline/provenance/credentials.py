@@ -64,6 +64,9 @@ class ManifestInfo(Frozen):
     model_pack_sha256: str
     adapters: dict[str, str] = Field(default_factory=dict)
     watermark_payload: int | None = None
+    content_sha256: str | None = None
+    """sha256 of the rendered file before its credentials were embedded: the same on every run of
+    the same job (the signature is not: C2PA salts and signs afresh each time)."""
     generator: str = "recast"
     generator_version: str = "0"
 
@@ -79,6 +82,8 @@ class VerifyResult(Frozen):
     consent_refs: dict[str, str] = Field(default_factory=dict)
     model_pack_sha256: str | None = None
     job_id: str | None = None
+    content_sha256: str | None = None
+    """sha256 of the rendered file before signing, as the signer stated it."""
     ai_replaced: bool = False
     """True when an action states trainedAlgorithmicMedia."""
     signer: str | None = None
@@ -96,6 +101,8 @@ def build_manifest(info: ManifestInfo) -> dict[str, Any]:
     }
     if info.watermark_payload is not None:
         provenance["watermark_payload"] = f"{info.watermark_payload:08x}"
+    if info.content_sha256 is not None:
+        provenance["content_sha256"] = info.content_sha256
     manifest = {
         "claim_generator_info": [{"name": info.generator, "version": info.generator_version}],
         "title": info.title,
@@ -242,6 +249,7 @@ def _summary(manifest: dict[str, Any] | None) -> dict[str, Any]:
             out["consent_refs"] = {i["name"]: i["consent_ref"] for i in data.get("identities", [])}
             out["model_pack_sha256"] = data.get("model_pack_sha256")
             out["job_id"] = data.get("job_id")
+            out["content_sha256"] = data.get("content_sha256")
         if str(assertion.get("label", "")).startswith("c2pa.actions"):
             out["ai_replaced"] = any(
                 a.get("digitalSourceType") == SOURCE_TYPE_AI for a in data.get("actions", [])

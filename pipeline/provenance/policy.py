@@ -27,6 +27,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pipeline.configbase import Frozen
 from pipeline.errors import InputRefused, RecastError, SpecError
 from pipeline.limits import SPEC_MAX_BYTES
+from pipeline.provenance.config import SignerConfig
 from pipeline.store import storage, urls, yamlload
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,20 @@ class Policy(Frozen):
     """Outputs must lie under one of these URL prefixes; empty means unrestricted."""
     timestamp_url: str | None = None
     """RFC 3161 time-stamp authority for Content Credentials (never from a job spec)."""
+    signer: SignerConfig | None = None
+    """The studio's key and certificate chain for the Content Credentials of every job under this
+    policy that names none of its own (``provenance.signer``); None: the installation's own key."""
+    allow_unmarked_outputs: bool = False
+    """Whether a job may switch AI marking off (``provenance.watermark.enabled: false`` or
+    ``provenance.content_credentials: false``).  Honoured only in the cluster's policy
+    (``RECAST_POLICY_URL``), never in one a job names; every such job is audited."""
+
+    @field_validator("signer")
+    @classmethod
+    def _signer_without_timestamp(cls, value: SignerConfig | None) -> SignerConfig | None:
+        if value is not None and value.timestamp_url is not None:
+            raise ValueError("the time-stamp authority is the policy's timestamp_url, not the signer's")
+        return value
 
     @field_validator("allowed_input_prefixes", "allowed_output_prefixes")
     @classmethod

@@ -199,7 +199,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # redacted whole, spaces and all ("two words here").
     (
         re.compile(
-            rf"(?P<k>[\"']?{_SECRET_KEY_WORD}[\"']?\s*[:=]\s*){_ALREADY}"
+            rf"(?P<k>[\"']?{_SECRET_KEY_WORD}[\"']?\s*[:=]\s*){_ALREADY}(?!(?:true|false)\b[\s,}}\"']|(?:true|false)$)"
             rf"(?P<v>{_QUOTED}|[^\s\"',}}&;]+)",
             re.IGNORECASE,
         ),
@@ -281,7 +281,13 @@ class Redactor:
         if isinstance(value, Mapping):
             out: dict[Any, Any] = {}
             for key, item in value.items():
-                if isinstance(key, str) and self.is_secret_key(key) and item not in (None, "", b""):
+                # a flag is never a secret (provenance.content_credentials: false)
+                if (
+                    isinstance(key, str)
+                    and self.is_secret_key(key)
+                    and item not in (None, "", b"")
+                    and not isinstance(item, bool)
+                ):
                     out[key] = REDACTED
                 else:
                     out[key] = self(item)

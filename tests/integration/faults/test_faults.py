@@ -77,7 +77,7 @@ def test_killed_actor_is_replaced_and_output_identical(
     assert sum(runner.shot_retries.values()) >= 1, runner.timeline
     assert len(runner.actors) >= 3, "the dead actor was not replaced"
     assert sha256_file(os.path.join(out, "plate.mp4")) == clean_reference
-    assert shot.output_sha256 == clean_reference
+    assert shot.content_sha256 == clean_reference
     # Segments are gone once the shot is published; the manifest stays.
     assert not os.path.exists(os.path.join(work, "segments", "plate"))
     assert (

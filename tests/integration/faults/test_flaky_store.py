@@ -70,7 +70,7 @@ def test_a_job_through_a_flaky_store_publishes_the_clean_bytes(
     assert flaky.ok, flaky.table()
     assert sum(injected.values()) >= 3, injected
     (shot,) = flaky.shots
-    assert shot.output_sha256 == clean.shots[0].output_sha256
+    assert shot.content_sha256 == clean.shots[0].content_sha256
     assert _sha256(fs, f"{s3_bucket}/flaky/plate.mp4") == _sha256(fs, f"{s3_bucket}/clean/plate.mp4")
     # Every 503 and stall is retried by botocore or s3fs and counted; a reset may be re-sent by aiohttp
     # itself, unseen (a reused connection dropped before any answer).

@@ -195,8 +195,8 @@ def test_two_drivers_at_once_then_a_forced_takeover(fault_media, clean_reference
     # Published output: a solo run's bytes, recorded as such; nothing half-written, no lease left.
     assert sha256_file(str(out / "plate.mp4")) == clean_reference
     shot = json.loads((work / "manifest" / "plate" / "shot.json").read_text())
-    assert shot["status"] == "published" and shot["output_sha256"] == clean_reference
-    assert summary["shots"][0]["output_sha256"] == clean_reference
+    assert shot["status"] == "published" and shot["content_sha256"] == clean_reference
+    assert summary["shots"][0]["content_sha256"] == clean_reference
     assert not tmp_files(str(out))
     assert sorted(p.name for p in work.iterdir() if p.name.startswith("lease")) == []
 

@@ -88,7 +88,7 @@ def test_s3_sequence_survives_a_killed_actor(s3_bucket, ray_session, tmp_path) -
         for name, etag in reference.items():
             assert written[name] == etag, name
         (shot,) = summary.shots
-        assert shot.output_sha256 == clean.shots[0].output_sha256
+        assert shot.content_sha256 == clean.shots[0].content_sha256
 
         # Resubmitted: the published sequence is this job's own, unchanged: nothing is rendered.
         again = run_job(parse_spec(_spec(source, plate, out, "killed")))

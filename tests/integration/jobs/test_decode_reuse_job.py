@@ -53,7 +53,7 @@ def test_renders_reuse_the_analysis_decode_and_publish_the_same_bytes(ray_local,
     assert cached.ok and decoded.ok, (cached.table(), decoded.table())
     one, two = cached.shots[0], decoded.shots[0]
     assert one.chunks == 2 and one.frames == 48 and one.faces_swapped > 0
-    assert one.output_sha256 == two.output_sha256 and one.output_bytes == two.output_bytes
+    assert one.content_sha256 == two.content_sha256 and one.output_bytes == two.output_bytes
     # Both chunks fit the default budget: every render converted the analysis' pictures.
     assert (one.frames_rendered, one.frames_decoded, one.frames_reused) == (48, 48, 48)
     assert (two.frames_rendered, two.frames_decoded, two.frames_reused) == (48, 96, 0)

@@ -54,6 +54,34 @@ def face_region(index: int) -> tuple[slice, slice]:
     return slice(max(0, y0 - grow), y0 + side + grow), slice(max(0, x0 - grow), x0 + side + grow)
 
 
+def assert_marked_delivery(pattern: str, count: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """The delivered sequence is marked as AI-made: every frame whose faces were replaced says so in its
+    header, the signed sidecar verifies (every frame's sha256, trusted with the installation's root),
+    and a frame changed afterwards makes it fail, naming the frame."""
+    from jobs import verify
+    from pipeline.provenance.install_key import signing_dir
+    from pipeline.provenance.sidecar import read_ai_attribute
+
+    paths = [pattern.replace("####", f"{n:04d}") for n in range(FIRST, FIRST + count)]
+    stated = [p for p in paths if read_ai_attribute(p)]
+    assert len(stated) >= count * 3 // 4, f"{len(stated)}/{count} frames state the AI modification"
+    assert all("faces replaced" in str(read_ai_attribute(p)) for p in stated)
+    root = str(signing_dir() / "root.pem")
+    capsys.readouterr()
+    assert verify.main([pattern, "--trust-anchors", root]) == verify.EXIT_OK
+    said = capsys.readouterr().out
+    assert "valid (trusted signer)" in said and "faces replaced by AI: yes" in said, said
+    assert f"frames checked: {count} ({len(stated)} AI-modified)" in said, said
+    # One byte changed in a frame's pixels (the last bytes of the file): the delivery no longer verifies.
+    victim = paths[count // 2]
+    data = bytearray(Path(victim).read_bytes())
+    data[-2] ^= 0xFF
+    Path(victim).write_bytes(bytes(data))
+    assert verify.main([pattern, "--trust-anchors", root]) == verify.EXIT_INVALID
+    said = capsys.readouterr().out
+    assert f"{os.path.basename(victim)}: changed after signing" in said, said
+
+
 def job(source: str, plate: str, out_pattern: str, **extra) -> dict:
     data = {
         "job_id": "plates",
@@ -81,7 +109,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_sequence_round_trip(ray_local, source, tmp_path, case: str) -> None:
+def test_sequence_round_trip(ray_local, source, tmp_path, capsys, case: str) -> None:
     params = CASES[case]
     plate = write_sequence(tmp_path / "plates", "sc010_plate", first=FIRST, count=COUNT, size=SIZE, **params)
     ext = plate.rsplit(".", 1)[1]
@@ -95,7 +123,10 @@ def test_sequence_round_trip(ray_local, source, tmp_path, case: str) -> None:
     assert shot.status == "published" and shot.frames == COUNT and shot.chunks == 2
     assert shot.faces_swapped >= COUNT // 2, shot.faces_swapped
     names = sorted(n for n in os.listdir(tmp_path / "out") if not n.startswith("."))
-    assert names == [f"sc010_recast.{n:04d}.{ext}" for n in range(FIRST, FIRST + COUNT)], names
+    frames = [f"sc010_recast.{n:04d}.{ext}" for n in range(FIRST, FIRST + COUNT)]
+    # Every frame, and the signed sidecar manifest that marks the delivery as AI-made (issue 43).
+    assert names == sorted([*frames, "sc010_recast.credentials.json"]), names
+    assert shot.credentials_url == str(tmp_path / "out" / "sc010_recast.credentials.json")
     lossy = params["compression"] == "dwaa"
     if lossy:
         # Re-encoding DWAA would change untouched pixels: rendered frames are written ZIP, said so.
@@ -126,6 +157,7 @@ def test_sequence_round_trip(ray_local, source, tmp_path, case: str) -> None:
             assert (dst[~changed][:, rgb] > 1.0).sum() == (src[~changed][:, rgb] > 1.0).sum() > 0
         changed_frames += bool(changed[rows, cols].sum() > 500)
     assert changed_frames >= COUNT * 3 // 4, f"the face changed in only {changed_frames}/{COUNT} frames"
+    assert_marked_delivery(out, COUNT, capsys)
 
 
 def test_dpx_log_frames_and_handles(ray_local, source, tmp_path) -> None:

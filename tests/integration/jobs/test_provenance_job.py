@@ -125,19 +125,25 @@ def test_uncleared_identity_refused_before_anything(setup, tmp_path, capsys, no_
     # Nothing written: no output folder, hence no output, work area or audit record.
     assert not os.path.exists(setup["out"])
 
-    # Also refused before anything is read or written: an output outside the policy's prefixes,
-    # and Content Credentials asked for a container they cannot be embedded in.
+    # Also refused before anything is read or written: an output outside the policy's prefixes.
     elsewhere = _spec(setup, "hero", setup["clip"])
     elsewhere["output"]["url"] = os.path.join(str(tmp_path), "elsewhere", "{shot}.mp4")
     with pytest.raises(PolicyError) as refused:
         prepare_job(parse_spec(elsewhere))
     assert "elsewhere" in str(refused.value) and "allowed output prefix" in str(refused.value)
+    assert not os.path.exists(setup["out"]) and not os.path.exists(os.path.join(str(tmp_path), "elsewhere"))
+    # An MKV output cannot embed Content Credentials: it is accepted, its signed sidecar manifest is
+    # one of the files the job publishes (and the policy authorises).
     mkv = _spec(setup, "hero", setup["clip"])
     mkv["output"]["url"] = os.path.join(setup["out"], "{shot}.mkv")
-    with pytest.raises(SpecError) as unsignable:
-        prepare_job(parse_spec(mkv))
-    assert unsignable.value.field == "provenance.signer" and "plate.mkv" in unsignable.value.reason
-    assert not os.path.exists(setup["out"]) and not os.path.exists(os.path.join(str(tmp_path), "elsewhere"))
+    from cluster.checks.destinations import written_urls
+
+    prepared = prepare_job(parse_spec(mkv))
+    written = [
+        url for url, _ in written_urls(prepared.spec, [p.ref for p in prepared.planned], prepared.work_url)
+    ]
+    assert os.path.join(setup["out"], "plate.mkv.credentials.json") in written
+    assert not os.path.exists(setup["out"])
     # A policy without a project cannot be checked: the spec names the missing field.
     no_project = _spec(setup, "hero", setup["clip"])
     del no_project["provenance"]["project"]

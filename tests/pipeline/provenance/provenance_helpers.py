@@ -4,93 +4,36 @@ committed media: every file is generated at test time."""
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import av
 import numpy as np
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pipeline.provenance.credentials import ManifestInfo, SignerConfig, sign_video
+from pipeline.provenance.install_key import signing_certificates
 from tests.clips import ClipSpec, write_clip
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name(
-        [
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Recast Test Studio"),
-        ]
-    )
-
-
-def _usage(*, sign: bool, ca: bool) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=sign,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=ca,
-        crl_sign=ca,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
-def make_test_ca(folder: Path, name: str = "Recast Test") -> dict[str, Path]:
-    """An ES256 root CA and a signing certificate for C2PA (EKU emailProtection).
+def make_test_ca(folder: Path, name: str = "Recast Test", days: int = 30) -> dict[str, Path]:
+    """An ES256 root CA and a signing certificate for C2PA (EKU emailProtection), made by the product's
+    own :func:`~pipeline.provenance.install_key.signing_certificates`.
 
     Returns paths: ``chain`` (signer cert + nothing else; the root is the trust
     anchor), ``key`` (signer PKCS#8 key), ``root`` (root cert PEM).
     """
-    now = dt.datetime.now(dt.UTC)
-    root_key = ec.generate_private_key(ec.SECP256R1())
-    root = (
-        x509.CertificateBuilder()
-        .subject_name(_name(f"{name} Root CA"))
-        .issuer_name(_name(f"{name} Root CA"))
-        .public_key(root_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(_usage(sign=False, ca=True), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(root_key.public_key()), critical=False)
-        .sign(root_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(f"{name} Signer"))
-        .issuer_name(root.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_usage(sign=True, ca=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.EMAIL_PROTECTION]), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(root_key.public_key()), critical=False
-        )
-        .sign(root_key, hashes.SHA256())
+    files = signing_certificates(
+        root_name=f"{name} Root CA",
+        signer_name=f"{name} Signer",
+        organisation="Recast Test Studio",
+        days=days,
     )
     folder.mkdir(parents=True, exist_ok=True)
     paths = {"chain": folder / "chain.pem", "key": folder / "signer.key", "root": folder / "root.pem"}
-    paths["chain"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths["root"].write_bytes(root.public_bytes(serialization.Encoding.PEM))
-    paths["key"].write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
+    paths["chain"].write_bytes(files["signer.pem"])
+    paths["root"].write_bytes(files["root.pem"])
+    paths["key"].write_bytes(files["signer.key"])
     return paths
 
 
