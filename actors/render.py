@@ -195,23 +195,26 @@ class RenderWorker(PictureEmbeddings):
             choose_encoder(settings, info) if info.sequence is None else frames_writer(info) for info in infos
         ]
 
-    def analyze_chunk(self, shot_url: str, info: VideoInfo, chunk: Chunk) -> ChunkAnalysis:
-        """Detect every face of every frame of ``chunk`` and embed them (``faces.embed`` says which)."""
+    def analyze_chunk(
+        self, shot_url: str, info: VideoInfo, chunk: Chunk, settings: FaceConfig | None = None
+    ) -> ChunkAnalysis:
+        """Detect and embed (``faces.embed`` says which) every face of ``chunk``, with the shot's own
+        ``faces`` (``settings``; None: the job's): embed schedule, detection size, refinement, batch."""
         self._ready()
+        settings = self.config.faces if settings is None else settings
         faces: list[list[Face]] = []
-        schedule, tiles = EmbedSchedule.of(self.config.faces), DetectTiles.of(self.config.faces)
+        schedule, tiles = EmbedSchedule.of(settings), DetectTiles.of(settings)
         before = dict(self._analyzer.stage_seconds)
 
         def analyze(frames: list[Frame]) -> list[list[Face]]:
-            refine = self.config.faces.refine == "auto"
-            return self._analyzer.analyze_frames(frames, schedule, tiles, refine=refine)
+            return self._analyzer.analyze_frames(frames, schedule, tiles, refine=settings.refine == "auto")
 
         source, collector = self.frames.for_analysis(shot_url, info, chunk)
         times = run_stages(
             source,
             analyze,
             faces.append,
-            batch_size=self.config.faces.batch_size,
+            batch_size=settings.batch_size,
             queue_batches=self.config.queue_batches,
         )
         if len(faces) != chunk.end_frame - chunk.start_frame:
@@ -234,12 +237,12 @@ class RenderWorker(PictureEmbeddings):
 
     @ray.method(num_returns=2)
     def analyze_chunk_apart(
-        self, shot_url: str, info: VideoInfo, chunk: Chunk
+        self, shot_url: str, info: VideoInfo, chunk: Chunk, settings: FaceConfig | None = None
     ) -> tuple[ChunkAnalysis, PackedFaces]:
         """:meth:`analyze_chunk` as two results: the analysis without its faces, which the driver
         reads, and the faces, which it hands to the shot's planner actor unread (both owned by the
         driver, the caller, so they outlive this actor)."""
-        return self.analyze_chunk(shot_url, info, chunk).apart()
+        return self.analyze_chunk(shot_url, info, chunk, settings).apart()
 
     def render_chunk(
         self,
@@ -276,7 +279,7 @@ class RenderWorker(PictureEmbeddings):
                     source,
                     run.batches,
                     segments.write,
-                    batch_size=self.config.faces.batch_size,
+                    batch_size=run.faces.batch_size,
                     queue_batches=self.config.queue_batches,
                 )
             if (written := segments.written) != chunk.frame_count:
@@ -342,7 +345,7 @@ class RenderWorker(PictureEmbeddings):
                     output_url=output_url,
                     compression=compression,
                     pass_urls=pass_urls,
-                    batch_size=self.config.faces.batch_size,
+                    batch_size=run.faces.batch_size,
                     queue_batches=self.config.queue_batches,
                     review=rev,
                     ai_label=self.config.ai_frame_label,
@@ -371,7 +374,8 @@ class RenderWorker(PictureEmbeddings):
         self._ready()
         started = time.perf_counter()
         self._check_tasks(chunk, tasks_per_frame)
-        renderer = self.renderer(faces)
+        settings = faces if faces is not None else self.config.faces
+        renderer = self.renderer(settings)
         return ChunkRun(
             chunk=chunk,
             tasks_per_frame=tasks_per_frame,
@@ -382,9 +386,10 @@ class RenderWorker(PictureEmbeddings):
                 info,
                 chunk,
                 tasks_per_frame,
-                faces=faces if faces is not None else self.config.faces,
+                faces=settings,
             ),
             started=started,
+            faces=settings,
         )
 
     def _check_tasks(self, chunk: Chunk, tasks_per_frame: Sequence[Sequence[FaceTask]]) -> int:
@@ -432,14 +437,13 @@ class RenderWorker(PictureEmbeddings):
         *,
         reused: bool = False,
     ) -> SegmentResult:
-        """The chunk's result: what it wrote, its stages (the renderer's as ``render.<stage>``), its QC
-        measures and the frames that got the watermark."""
-        for key, value in run.renderer.stage_seconds.items():
+        """The chunk's result: what it wrote, its stages (the renderer's as ``render.<stage>``, the marks'
+        as ``render.mark``), its QC measures and the frames that got the watermark."""
+        batches = run.batches
+        marking = {"mark": batches.mark.seconds} if batches.mark and batches.mark.seconds else {}
+        for key, value in (run.renderer.stage_seconds | marking).items():
             stages[f"render.{key}"] = value - run.stage_before.get(key, 0.0)
         self.chunks_done += 1
-        batches = run.batches
-        if batches.mark is not None and batches.mark.seconds:
-            stages["render.mark"] = batches.mark.seconds
         return SegmentResult(
             chunk_index=run.chunk.index,
             url=output.url,
@@ -476,6 +480,7 @@ class ChunkRun:
     """The renderer's cumulative stage seconds before the chunk."""
     batches: BatchRenderer
     started: float
+    faces: FaceConfig  # the settings it renders with: the shot's own (batch size too), else the job's
 
 
 @dataclass(frozen=True, kw_only=True)

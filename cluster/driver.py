@@ -196,7 +196,7 @@ class JobRunner:
         for p in prepared.planned:
             logger.info("job %s: shot %s from %s to %s", spec.job_id, p.ref.name, p.ref.url, p.ref.output_url)
         if not prepared.planned:
-            write_reviews(prepared, observer, {})  # review media an earlier run never wrote, the playlist
+            write_reviews(prepared, observer, {}, provenance)  # review media an earlier run never wrote
             observer.warn(prepared.manifest.take_warnings())
             self._write_timeline(prepared, observer)
             provenance.write_audit(observer.summary, shot_urls)
@@ -258,7 +258,7 @@ class JobRunner:
             workers.close()
             pool.kill_all()
             observer.progress.close()
-        write_reviews(prepared, observer, loop.reviews)
+        write_reviews(prepared, observer, loop.reviews, provenance)
         if all(observer.shots[r.name].status == "published" for r in runs):
             lease.confirm()
             if not spec.output.keep_segments and spec.output.review is None:

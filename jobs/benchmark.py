@@ -17,7 +17,7 @@ Film plates alone (EXR/DPX I/O, colour, a 4K job against ProRes 4444; a few minu
 
     .venv/bin/python -m jobs.benchmark --plates --no-compare --out out/plates-bench
 
-The device render path on a GPU machine (no Ray needed; see ``jobs/bench/gpu_cli.py``)::
+The device render path on a GPU machine (no Ray needed; see ``bench/device/gpu_cli.py``)::
 
     python -m jobs.benchmark --gpu --out out/gpu-bench
 
@@ -25,14 +25,14 @@ On a cluster (joins ``RAY_ADDRESS``; peak memory is read only for actors on the 
 
     ray job submit --working-dir . -- python -m jobs.benchmark --out /shared/bench
 
-What runs, in one process tree and one run (the parts live in ``jobs/bench/``):
+What runs, in one process tree and one run (the parts live in ``bench/``, beside ``jobs/`` in the checkout):
 
 * inputs (``inputs.py``): 720p and 1080p clips of the astronaut (``clips.py``), the
   source face from insightface's sample picture; nothing downloaded;
 * two model sets: the embedded default pack, and a "production-cost" pack whose
   recognizer, swapper and enhancer are stand-ins with the production contracts and
   roughly production cost (ArcFace w600k_r50, inswapper_128, GFPGAN 1.4 sized, see
-  ``standins.py``) and whose detector is the default pack's real YuNet, so
+  ``models/standins.py``) and whose detector is the default pack's real YuNet, so
   faces are really found and swapped (the SCRFD-sized stand-in fires on bright cells,
   not faces; its cost is measured in the ceiling table instead);
 * per clip and model set (``runs.py``): the naive loop (``naive.py``), Recast with 1
@@ -46,7 +46,7 @@ What runs, in one process tree and one run (the parts live in ``jobs/bench/``):
   flicker and seam strength, QC flags by reason; and QC's own cost: the production
   set's first case also runs one actor per core with QC off (``recast_<N>_noqc``),
   its render-stage seconds and job fps against the same run with QC on;
-* the analysis pass against its parts (``analysis.py``), per model set and clip size, no
+* the analysis pass against its parts (``analysis_pass/analysis.py``), per model set and clip size, no
   Ray, one thread: actor ms/frame with ``faces.embed`` every_frame and track, its
   breakdown (decode, letterbox, detector, postprocess, align, recognizer, bookkeeping),
   recognizer calls per frame, and the ratio to decode + detector + recognizer alone;
@@ -63,7 +63,7 @@ What runs, in one process tree and one run (the parts live in ``jobs/bench/``):
   ``--multishot`` (``multishot.py``: time to the first published shot of a multi-shot
   job with ``resources.dispatch_order`` analysis_first, the order before, and render_first),
   ``--scale`` (the driver at feature-film scale) and ``--plates`` (film plates, see
-  ``plate_figures.py``: EXR half PIZ / DWAA and DPX 10-bit read and write fps per
+  ``film_plates/plate_figures.py``: EXR half PIZ / DWAA and DPX 10-bit read and write fps per
   actor at 2K and 4K from local disk and loopback S3, the colour round trip's cost
   per frame, and a whole job on a 4K EXR sequence against the same plate as ProRes
   4444; also written as ``plates.json`` / ``plates.md``).
@@ -83,15 +83,19 @@ import os
 import sys
 from typing import Any
 
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_CHECKOUT, "bench", "__init__.py")) and _CHECKOUT not in sys.path:
+    # An editable install run from elsewhere (``recast benchmark``): the suite lies beside jobs/.
+    sys.path.append(_CHECKOUT)
 try:
-    from jobs.bench.report import derive, table
-    from jobs.bench.settings import QUICK, TINY, Settings
+    from bench.report import derive, table
+    from bench.settings import QUICK, TINY, Settings
 except ModuleNotFoundError as exc:  # an installed wheel: the harness stays in the checkout
-    if exc.name not in ("jobs.bench", "jobs.bench.report", "jobs.bench.settings"):
+    if exc.name not in ("bench", "bench.report", "bench.settings"):
         raise
     sys.exit(
         "python -m jobs.benchmark runs from a Recast checkout: its harness and stand-in models "
-        "(jobs/bench/) are tooling and not installed with the wheel; run it from the repository's "
+        "(bench/) are tooling and not installed with the wheel; run it from the repository's "
         "root (on a cluster: ray job submit --working-dir . -- python -m jobs.benchmark)"
     )
 
@@ -220,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--gpu" in args:
         # The GPU benchmark runs on a bare GPU box (no Ray): nothing else of the benchmark is imported.
-        from jobs.bench.gpu_cli import main as gpu_main
+        from bench.device.gpu_cli import main as gpu_main
 
         args.remove("--gpu")
         return gpu_main(args)
@@ -235,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    from jobs.bench.suite import run_benchmark
+    from bench.suite import run_benchmark
     from pipeline.errors import ClusterUnreachable
 
     try:
@@ -253,11 +257,11 @@ def write_outputs(results: dict, out: str) -> None:
         json.dump(results, fh, indent=2, default=str)
     text = table(results)
     if results.get("analysis"):
-        from jobs.bench.analysis import analysis_table
+        from bench.analysis_pass.analysis import analysis_table
 
         text += "\n\n" + analysis_table(results["analysis"])
     if results.get("multishot"):
-        from jobs.bench.multishot import multishot_table
+        from bench.multishot import multishot_table
 
         text += "\n\n" + multishot_table(results["multishot"])
     with open(os.path.join(out, "bench.txt"), "w") as fh:

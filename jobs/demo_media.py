@@ -3,7 +3,7 @@
 * :func:`make_face_clip`: the astronaut from ``skimage.data`` animated with a
   slow pan and zoom (public domain picture), H.264 with a 440 Hz AAC tone and
   a timecode, at any size and length.  Made for the demo (``jobs/demo.py``); the
-  benchmark (``jobs/bench/``) and the tests make their clips with it too.
+  benchmark (``bench/``) and the tests make their clips with it too.
 * :func:`write_source_image`: a source identity picture: insightface's
   ``t1.jpg`` group photo (pick a face with ``face_index``), loaded from the
   installed package and written next to the job, never committed.

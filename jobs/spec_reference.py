@@ -132,8 +132,18 @@ def render_block(block: Block, home: str, *, one_of: bool = False) -> list[str]:
         for name, info in block.model.model_fields.items()
     ]
     if home != block.path:
+        refused = ""
+        if block.path.endswith("fixes[].faces"):  # a fix's frames take the render keys only
+            from cluster.spec.fixes import RENDER_FACE_FIELDS
+
+            whole = [key for key in keys if key.rsplit(".", 1)[1] not in RENDER_FACE_FIELDS]
+            keys = [key for key in keys if key not in whole]
+            refused = f" The others ({', '.join(f'`{k.rsplit(".", 1)[1]}`' for k in whole)}) apply to the whole shot: refused here."
         spans = ", ".join(f"`{key}`" for key in keys)
-        return lines + [f"The same keys, defaults and bounds as [`{home}`](#{anchor(home)}): {spans}.", ""]
+        return lines + [
+            f"The same keys, defaults and bounds as [`{home}`](#{anchor(home)}): {spans}.{refused}",
+            "",
+        ]
     intro = doc_markdown(block.model.__doc__ or "")
     if intro:
         lines += [intro, ""]

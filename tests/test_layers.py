@@ -1,4 +1,4 @@
-"""The layering rule: pipeline/ never imports Ray, actors/ or cluster/."""
+"""The layering rule: pipeline/ never imports Ray, actors/, cluster/, jobs/ or the benchmark (bench/)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = {"ray", "actors", "cluster", "jobs"}
+FORBIDDEN = {"ray", "actors", "cluster", "jobs", "bench"}
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -29,4 +29,4 @@ def test_pipeline_is_ray_free():
 
 def test_actors_do_not_import_cluster_or_jobs():
     for path in sorted((ROOT / "actors").rglob("*.py")):
-        assert not imported_roots(path) & {"cluster", "jobs"}, path
+        assert not imported_roots(path) & {"cluster", "jobs", "bench"}, path

@@ -167,6 +167,8 @@ def prepare_job(
     resumed = False
     if resume is not False:
         resumed = manifest.exists()
+        if resumed:  # a work area a newer Recast wrote is refused, an older one's read as this version
+            manifest.check_version()
         if resume and not resumed:
             raise SpecError(
                 "--resume", f"no manifest of job {spec.job_id} at {manifest.root}: nothing to resume"
@@ -346,7 +348,7 @@ def planned_shot(keys: JobKeys, probed: ProbedShot, fingerprint: Fingerprint) ->
         plan=plan,
         fingerprint=fingerprint,
         spec_key=keys.shot(probed.ref, fingerprint, plan, probed.settings, probed.window),
-        analysis_keys=tuple(keys.analysis(fingerprint, c) for c in plan.chunks),
+        analysis_keys=tuple(keys.analysis(fingerprint, c, probed.settings.faces) for c in plan.chunks),
         settings=probed.settings,
         window=probed.window,
         renders=render_chunks(probed.info, plan, probed.window),

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from cluster.publish.merge import Signing
 from cluster.report.summary import ReviewOutputs
 from cluster.spec.review import IfExistsRule
 from pipeline.errors import RecastError, StorageError
@@ -51,6 +52,9 @@ class ReviewJob:
     flags: tuple[Flag, ...]
     movie_url: str
     contact_url: str
+    signing: Signing | None = None
+    """The job's Content Credentials (:meth:`cluster.checks.provenance.JobProvenance.signing`): the
+    review movie and contact sheet show AI-replaced faces too, so they are signed like the output."""
 
     @property
     def positions(self) -> range:
@@ -102,11 +106,15 @@ def publish_review(job: ReviewJob, remove_after: str | None = None, *, writes: I
                 frames = burn_flags(merged, final, numbers, job.flags)
             else:  # nothing to burn in: the merged movie is the review movie
                 final, frames = merged, stats.frames
+            final = _signed(final, os.path.join(tmp, "signed.mp4"), job.movie_url, job.signing)
             with _kept(job.movie_url, writes):
                 storage.publish_file(final, job.movie_url, overwrite=writes.overwrite)
-        sheet = _contact(job)
-        with _kept(job.contact_url, writes):
-            storage.write_bytes(job.contact_url, sheet, overwrite=writes.overwrite)
+            sheet = os.path.join(tmp, "contact.png")
+            with open(sheet, "wb") as fh:
+                fh.write(_contact(job))
+            sheet = _signed(sheet, os.path.join(tmp, "signed.png"), job.contact_url, job.signing)
+            with _kept(job.contact_url, writes):
+                storage.publish_file(sheet, job.contact_url, overwrite=writes.overwrite)
         return ReviewOutputs(job.movie_url, job.contact_url, frames=frames, flagged_frames=flagged)
     finally:
         if remove_after is not None:
@@ -122,6 +130,18 @@ def _kept(url: str, writes: IfExistsRule) -> Iterator[None]:
         if exc.reason != storage.ALREADY_EXISTS:
             raise
         raise ReviewKept(writes.left(url, "output.review.url")) from exc
+
+
+def _signed(local: str, signed: str, url: str, signing: Signing | None) -> str:
+    """``local`` with the job's Content Credentials embedded (in ``signed``), titled by ``url``'s name;
+    ``local`` itself without signing."""
+    if signing is None:
+        return local
+    from pipeline.provenance.credentials import sign_video
+
+    info = signing[0].model_copy(update={"title": url.rstrip("/").rsplit("/", 1)[-1]})
+    sign_video(local, signed, info, signing[1])
+    return signed
 
 
 def prune_segments(folder: str, *, keep: set[str]) -> None:

@@ -140,9 +140,10 @@ def analyze_call(run: ShotRun, chunk: Chunk, faces: dict[tuple[str, int], Any]) 
     """The analysis call: the driver waits on its first result (the analysis without its faces);
     the second, the faces, is kept in ``faces`` for the shot's planner actor (a retry replaces it)."""
     url, info, key = run.shot.ref.url, run.info_ref, (run.name, chunk.index)
+    settings = run.shot.settings.faces  # the shot's own analysis settings (its key has them too)
 
     def call(actor: Any) -> Any:
-        analysis, faces[key] = actor.analyze_chunk_apart.remote(url, info, chunk)
+        analysis, faces[key] = actor.analyze_chunk_apart.remote(url, info, chunk, settings)
         return analysis
 
     return call

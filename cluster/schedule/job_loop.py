@@ -440,7 +440,7 @@ class JobLoop:
         segments_url = storage.join(self.prepared.work_url, "segments", run.name)
         # output.keep_segments: they stay for a resubmission with changed fixes to reuse.
         keep = self.spec.output.keep_segments
-        review = review_job(run, self.spec, flags)
+        review = review_job(run, self.spec, flags, signing=self.provenance.signing(ref.output_url))
         if review is not None:  # it reads the (review) segments, and removes them when done
             self.reviews[run.name] = self.publisher.submit_call(
                 publish_review, review, None if keep else segments_url, writes=self.prepared.later_writes

@@ -9,6 +9,8 @@ from concurrent.futures import Future
 
 from actors.review import REVIEW_PASS
 from cluster.checks.prepare import PreparedJob, ReusedShot
+from cluster.checks.provenance import JobProvenance
+from cluster.publish.merge import Signing
 from cluster.publish.review import publish_review
 from cluster.report.summary import ReviewOutputs
 from cluster.schedule.observer import JobObserver
@@ -24,7 +26,10 @@ logger = logging.getLogger(__name__)
 
 
 def write_reviews(
-    prepared: PreparedJob, observer: JobObserver, reviews: Mapping[str, Future[ReviewOutputs]]
+    prepared: PreparedJob,
+    observer: JobObserver,
+    reviews: Mapping[str, Future[ReviewOutputs]],
+    provenance: JobProvenance | None = None,
 ) -> None:
     """Record each shot's review media (a failure, or one left as it was by ``output.if_exists``, is a
     warning: the output stays published), then write the playlist of every review movie there is,
@@ -43,7 +48,8 @@ def write_reviews(
     not_made = []
     for reused in missing:
         try:
-            made = _made_again(prepared, reused)
+            signing = provenance.signing(reused.ref.output_url) if provenance is not None else None
+            made = _made_again(prepared, reused, signing)
         except Exception as exc:  # noqa: BLE001 - the shot's output is published; its dailies are not
             observer.warn([f"shot {reused.ref.name}: review media not made again from its records: {exc}"])
             made = None
@@ -91,7 +97,7 @@ def write_reviews(
     logger.info("job %s: review playlist of %d shot(s) written to %s", spec.job_id, len(clips), url)
 
 
-def _made_again(prepared: PreparedJob, reused: ReusedShot) -> ReviewOutputs | None:
+def _made_again(prepared: PreparedJob, reused: ReusedShot, signing: Signing | None) -> ReviewOutputs | None:
     """The review media of a shot an earlier run published but whose review it never wrote (its driver
     stopped in between), made from the review segments the publish keeps and the flags its record
     holds; None when the records do not have them (a run from before either was kept)."""
@@ -103,7 +109,7 @@ def _made_again(prepared: PreparedJob, reused: ReusedShot) -> ReviewOutputs | No
     for index, key in enumerate(keys):
         record = prepared.manifest.render_record(name, index, str(key), home)
         segments.append(None if record is None else record.passes.get(REVIEW_PASS))
-    job = shot_review(reused.shot, prepared.spec, segments, [Flag(**f) for f in flags])
+    job = shot_review(reused.shot, prepared.spec, segments, [Flag(**f) for f in flags], signing=signing)
     if job is None:
         return None
     logger.info("shot %s: review media made again from the records of the run that published it", name)

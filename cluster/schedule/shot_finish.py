@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from actors.results import ChunkPass, VideoPass
 from actors.review import REVIEW_PASS
 from cluster.checks.prepare import PlannedShot
+from cluster.publish.merge import Signing
 from cluster.publish.review import ReviewJob
 from cluster.schedule.calls import review_look
 from cluster.schedule.shot_run import ShotRun
@@ -67,14 +68,22 @@ def write_tracks(
     return written
 
 
-def review_job(run: ShotRun, spec: JobSpec, flags: Sequence[Flag]) -> ReviewJob | None:
-    """The shot's review media to write (None: no ``output.review``, or not made for this shot)."""
+def review_job(
+    run: ShotRun, spec: JobSpec, flags: Sequence[Flag], *, signing: Signing | None = None
+) -> ReviewJob | None:
+    """The shot's review media to write (None: no ``output.review``, or not made for this shot),
+    signed with ``signing`` (the job's Content Credentials)."""
     segments = [run.segments[c.index].passes.get(REVIEW_PASS) for c in run.shot.renders]
-    return shot_review(run.shot, spec, segments, flags)
+    return shot_review(run.shot, spec, segments, flags, signing=signing)
 
 
 def shot_review(
-    shot: PlannedShot, spec: JobSpec, segments: Sequence[ChunkPass | None], flags: Sequence[Flag]
+    shot: PlannedShot,
+    spec: JobSpec,
+    segments: Sequence[ChunkPass | None],
+    flags: Sequence[Flag],
+    *,
+    signing: Signing | None = None,
 ) -> ReviewJob | None:
     """The review media of ``shot`` from its chunks' review segments (in chunk order) and its flags
     (None: no ``output.review``, or a chunk has no review segment)."""
@@ -99,4 +108,5 @@ def shot_review(
         flags=tuple(flags),
         movie_url=movie,
         contact_url=contact_url(movie),
+        signing=signing,
     )

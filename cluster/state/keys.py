@@ -23,7 +23,7 @@ from cluster.spec.shot_refs import ShotRef, ShotSettings
 from cluster.spec.windows import ShotWindow
 from cluster.state.manifest import digest, tasks_digest
 from pipeline.errors import RecastError, SpecError
-from pipeline.faces.config import AUTO_DETECT_VERSION, REFINE_VERSION
+from pipeline.faces.config import AUTO_DETECT_VERSION, REFINE_VERSION, FaceConfig
 from pipeline.geometry.types import FaceTask
 from pipeline.store import storage
 from pipeline.video.chunking import Chunk, ChunkPlan
@@ -92,10 +92,12 @@ class JobKeys:
     pack_hash: str
     identities: str
 
-    def analysis(self, fingerprint: Fingerprint, chunk: Chunk) -> AnalysisKey:
-        """A chunk's analysis: its source frames, the models and the embedding schedule (not
-        tracking, rendering or encode)."""
-        faces = self.spec.faces
+    def analysis(
+        self, fingerprint: Fingerprint, chunk: Chunk, faces: FaceConfig | None = None
+    ) -> AnalysisKey:
+        """A chunk's analysis: its source frames, the models and the shot's analysis settings
+        (``faces``: the shot's own; None: the job's), not tracking, rendering or encode."""
+        faces = self.spec.faces if faces is None else faces
         return AnalysisKey(
             digest(
                 {

@@ -46,7 +46,7 @@ from cluster.state.face_npz import faces_from_npz, faces_to_npz
 from cluster.state.fingerprints import output_fingerprint
 from cluster.state.manifest_sign import MAC_FIELD, sign, signed_by
 from cluster.state.segment_record import RenderRecord, SegmentHome
-from pipeline.errors import InputRefused, StorageError
+from pipeline.errors import InputRefused, RecastError, SpecError, StorageError
 from pipeline.geometry.types import Face, FaceTask
 from pipeline.limits import ANALYSIS_MAX_BYTES, COMPACT_MAX_BYTES, WORK_RECORD_MAX_BYTES
 from pipeline.store import jsonload, storage
@@ -54,6 +54,7 @@ from pipeline.store import jsonload, storage
 __all__ = [
     "MANIFEST_DIR",
     "MANIFEST_VERSION",
+    "READABLE_VERSIONS",
     "JobManifest",
     "RenderRecord",
     "SegmentHome",
@@ -65,7 +66,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
+"""The version every record is written with.  2 (issue 43): render records may carry
+``replaced_frames``, shot records ``content_sha256`` and ``credentials_url``."""
+READABLE_VERSIONS = (1, 2)
+"""Versions a work area may have been written with and still be resumed: a version 1 record reads
+as version 2 without the fields it did not have (a reused chunk's frames are then not stated
+AI-modified in a sequence's sidecar; its render key changed with issue 43's marks anyway, so only
+analyses and tracks are reused from it).  A newer version is refused (:meth:`JobManifest.check_version`)."""
 MANIFEST_DIR = "manifest"
 
 
@@ -309,7 +317,7 @@ class JobManifest:
             where = f" (its copy in {COMPACT_NAME})" if copy else ""
             self.set_aside(f"manifest record {self._name(url)}{where} is not JSON; treated as missing")
             return self._read_json(url, direct=True) if copy else None
-        if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
+        if not isinstance(data, dict) or data.get("version") not in READABLE_VERSIONS:
             return self._read_json(url, direct=True) if copy else None
         if self._key is not None and not signed_by(self._key, self._name(url), data):
             logger.info("manifest record %s is unsigned or badly signed: not trusted", self._name(url))
@@ -370,6 +378,31 @@ class JobManifest:
     def exists(self) -> bool:
         """True when a job has written its manifest here."""
         return storage.exists(self._url("job.json"))
+
+    def check_version(self) -> int | None:
+        """The version ``job.json`` was written with (None: none there, or unreadable: it is then
+        treated as missing, as any record).  SpecError naming the file, the version found and the
+        versions this Recast reads, for a work area a newer (or unknown) Recast wrote: resuming it
+        would misread its records."""
+        url = self._url("job.json")
+        try:
+            data = jsonload.loads(storage.read_bytes(url, max_bytes=WORK_RECORD_MAX_BYTES))
+        except (RecastError, ValueError):
+            return None
+        found = data.get("version") if isinstance(data, dict) else None
+        if found in READABLE_VERSIONS:
+            if found != MANIFEST_VERSION:
+                self.set_aside(
+                    f"work area written with manifest version {found} (an earlier Recast): read as version "
+                    f"{MANIFEST_VERSION}, its records rewritten as they are redone"
+                )
+            return int(found)
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS)
+        raise SpecError(
+            url,
+            f"written with manifest version {found!r}; this Recast reads versions {readable} "
+            f"(writes {MANIFEST_VERSION}): resume it with the Recast that wrote it, or start over with --fresh",
+        )
 
     def read_job(self) -> dict[str, Any] | None:
         """``job.json`` when it is trusted and well-formed (``shots`` a mapping, ``runs`` a count)."""

@@ -30,7 +30,7 @@ timeout 180 python3 -m pytest -q -p no:cacheprovider \
   --require-gpu tests/pipeline/faces/test_device_render.py tests/pipeline/models/test_runner.py \
   tests/pipeline/lora/test_lora_train.py tests/pipeline/video/test_nvdec.py 2>&1 | tee "$OUT/tests.log"
 # NVDEC vs PyAV decode fps at 1080p and 4K (H.264 8-bit, HEVC 10-bit) and frame equality.
-timeout 120 python3 -m jobs.bench.nvdec --out "$OUT" --frames 120 2>&1 | tee "$OUT/nvdec.log"
+timeout 120 python3 -m bench.device.nvdec --out "$OUT" --frames 120 2>&1 | tee "$OUT/nvdec.log"
 # The stand-in models and clips (about 1 GB) stay in /tmp; only the figures come back.
 timeout "${BENCH_SECONDS:-230}" python3 -m jobs.benchmark --gpu --out /tmp/gpu-bench --size 1080p --seconds 10 \
   2>&1 | tee "$OUT/bench.log"

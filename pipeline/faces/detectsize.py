@@ -12,7 +12,7 @@ resolution (overlapping by :data:`OVERLAP`), then detects the run one of three w
 * large faces only: the run is detected at the smallest input (a multiple of
   :data:`STEP`, not under :data:`MIN_SIDE`) at which the smallest probed face is
   still :data:`SAFE_FACE_PX` on its shorter side, if the detector runs at that size
-  (:class:`pipeline.models.detector_sizes.DetectorSizes`; a graph that cannot keeps
+  (:class:`pipeline.models.detectors.detector_sizes.DetectorSizes`; a graph that cannot keeps
   its size and says why once).  At that size the probe frame must give every face
   the full input found (IoU >= :data:`SAME_FACE_IOU`), and a face found under
   :data:`REVERT_PX` sends the rest of the run back to the full input.  YuNet at
@@ -38,10 +38,10 @@ import numpy as np
 from pipeline.faces.config import FaceConfig
 from pipeline.geometry.boxes import box_iou
 from pipeline.geometry.types import Face
-from pipeline.models.detector_sizes import input_size
+from pipeline.models.detectors.detector_sizes import input_size
 
 if TYPE_CHECKING:
-    from pipeline.models.detector_sizes import DetectorSizes
+    from pipeline.models.detectors.detector_sizes import DetectorSizes
 
 OVERLAP = 0.25
 """Overlap of neighbouring tiles, as a fraction of the tile size."""

@@ -27,7 +27,7 @@ import numpy as np
 
 from pipeline.geometry.boxes import box_iou
 from pipeline.geometry.types import Face
-from pipeline.models.detector_sizes import input_size
+from pipeline.models.detectors.detector_sizes import input_size
 
 LETTERBOX = 0.4
 """Frames the letterbox shrinks to this or less are refined (1080p: 0.33, 4K: 0.17; 720p, at 0.5, is not:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.errors import ModelPackError
 from pipeline.lora.prepare import LoraSlots
-from pipeline.models.detector_sizes import DetectorSizes
+from pipeline.models.detectors.detector_sizes import DetectorSizes
 from pipeline.models.pack import ModelEntry, ModelPack, PackManifest
 from pipeline.models.roles import Detector, Enhancer, Occluder, Recognizer, Swapper
 from pipeline.models.runtime import make_runner
@@ -25,9 +25,9 @@ from pipeline.models.runtime.settings import ExecutionConfig
 log = logging.getLogger(__name__)
 
 KIND_CLASSES: dict[str, tuple[str, str]] = {
-    "scrfd": ("pipeline.models.scrfd", "ScrfdDetector"),
-    "yunet": ("pipeline.models.yunet", "YunetDetector"),
-    "retinaface": ("pipeline.models.retinaface", "RetinaFaceDetector"),
+    "scrfd": ("pipeline.models.detectors.scrfd", "ScrfdDetector"),
+    "yunet": ("pipeline.models.detectors.yunet", "YunetDetector"),
+    "retinaface": ("pipeline.models.detectors.retinaface", "RetinaFaceDetector"),
     "arcface": ("pipeline.models.arcface", "ArcFaceRecognizer"),
     "sface": ("pipeline.models.sface", "SFaceRecognizer"),
     "inswapper": ("pipeline.models.inswapper", "InSwapper"),

@@ -42,6 +42,8 @@ IPTC = "http://cv.iptc.org/newscodes/digitalsourcetype/"
 SOURCE_TYPE_AI = IPTC + "trainedAlgorithmicMedia"
 SOURCE_TYPE_COMPOSITE = IPTC + "compositeWithTrainedAlgorithmicMedia"
 VIDEO_MIME = {".mp4": "video/mp4", ".m4v": "video/x-m4v", ".mov": "video/quicktime"}
+IMAGE_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+"""Pictures that carry embedded Content Credentials too (a review's contact sheet)."""
 
 _ALGORITHMS = {
     "es256": c2pa.C2paSigningAlg.ES256,
@@ -136,9 +138,10 @@ def build_manifest(info: ManifestInfo) -> dict[str, Any]:
 
 def _mime(path: str | os.PathLike[str]) -> str:
     suffix = Path(path).suffix.lower()
-    if suffix not in VIDEO_MIME:
-        raise MediaError(str(path), f"C2PA signing supports {', '.join(VIDEO_MIME)} here, not {suffix!r}")
-    return VIDEO_MIME[suffix]
+    known = {**VIDEO_MIME, **IMAGE_MIME}
+    if suffix not in known:
+        raise MediaError(str(path), f"C2PA signing supports {', '.join(known)} here, not {suffix!r}")
+    return known[suffix]
 
 
 def read_pem(url: str, field: str, what: str) -> str:

@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from actors.render import RenderConfig, RenderWorker
-from jobs.bench import standins
+from bench.models import standins
 from pipeline.faces.config import FaceConfig
 from pipeline.video.chunking import plan_chunks
 from pipeline.video.probe import probe

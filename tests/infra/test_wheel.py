@@ -1,8 +1,9 @@
 """The wheel built from the tree: the product, without the benchmark harness and its stand-in generators.
 
 Builds a real wheel (``pip wheel``, no network: ``--no-build-isolation`` uses the installed
-setuptools) from a copy of the product folders, installs it into a private folder, and runs
-the installed modules with the checkout off ``sys.path``.
+setuptools) from a copy of the product folders and the benchmark suite (``bench/``, which the
+wheel must leave out), installs it into a private folder, and runs the installed modules with
+the checkout off ``sys.path``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("pipeline", "actors", "cluster", "jobs")
+TOOLING = ("bench",)
+"""Beside the product in the checkout, never in the wheel."""
 TOOLING_MARKS = ("GraphBuilder", "write_production_models", "def make_face_clip(")
 
 
@@ -28,7 +31,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = tmp_path_factory.mktemp("src")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    for package in PRODUCT:
+    for package in PRODUCT + TOOLING:
         shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path_factory.mktemp("dist")
     subprocess.run(
@@ -61,7 +64,7 @@ def test_wheel_holds_the_product_and_no_benchmark_tooling(wheel: Path) -> None:
     tops = {name.split("/", 1)[0] for name in files}
     assert tops == set(PRODUCT), tops
     assert "jobs/demo.py" in files and "jobs/demo_media.py" in files and "jobs/benchmark.py" in files
-    bench = sorted(n for n in files if n.startswith("jobs/bench/"))
+    bench = sorted(n for n in files if n.startswith(("bench/", "jobs/bench/")))
     assert not bench, f"the benchmark harness ships in the wheel: {bench}"
     for name, text in files.items():
         for mark in TOOLING_MARKS:
@@ -80,7 +83,7 @@ def test_no_installed_module_but_the_benchmark_entrypoint_imports_the_harness(wh
                 modules = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            assert not any(m == "jobs.bench" or m.startswith("jobs.bench.") for m in modules), (
+            assert not any(m == "bench" or m.startswith("bench.") for m in modules), (
                 f"{name}:{node.lineno} imports {modules}"
             )
 
@@ -121,4 +124,4 @@ def test_installed_wheel_runs_without_the_checkout(wheel: Path, tmp_path: Path) 
     # The benchmark entrypoint exits at import, saying where it runs from.
     bench = installed("import jobs.benchmark")
     assert bench.returncode == 1, bench.stderr
-    assert "runs from a Recast checkout" in bench.stderr and "jobs/bench/" in bench.stderr
+    assert "runs from a Recast checkout" in bench.stderr and "(bench/)" in bench.stderr

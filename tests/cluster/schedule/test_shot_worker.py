@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import ray
 
+from bench.driver_scale.scale import ScaleSettings, prepare, scale_spec
 from cluster.report.qcfile import FiledQC, load_series, qc_file_url
 from cluster.schedule.planner import PlanContext, ShotPlanner
 from cluster.schedule.shot_worker import ShotWorkers
 from cluster.state.ledger import Ledger
 from cluster.state.manifest import JobManifest
-from jobs.bench.scale import ScaleSettings, prepare, scale_spec
 from pipeline.geometry.types import Face
 from pipeline.tracking.tracker import track_chunk
 from pipeline.video.encode import EncoderChoice

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.bench.analysis import PARTS, analysis_table, measure_analysis
+from bench.analysis_pass.analysis import PARTS, analysis_table, measure_analysis
 from jobs.demo_media import make_face_clip
 
 
@@ -36,7 +36,7 @@ def test_analysis_row_has_breakdown_ratio_and_calls_saved(tmp_path) -> None:
 
 
 def test_decode_options_are_measured_on_the_same_frames(tmp_path) -> None:
-    from jobs.bench.decode_options import OPTIONS, measure_decode_options
+    from bench.analysis_pass.decode_options import OPTIONS, measure_decode_options
 
     clip = make_face_clip(str(tmp_path / "plate.mp4"), seconds=0.5, width=320, height=240, gop=12)
     row = measure_decode_options(clip, frames=6, size=160)

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 import torch
 
-from jobs.bench.nvdec import bench_clip, write_bench_clip
+from bench.device.nvdec import bench_clip, write_bench_clip
 from pipeline.video.probe import probe
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.bench.quality import qc_cost, quality_of
-from jobs.bench.scenarios import SCENARIOS
-from jobs.bench.settings import TINY, Settings
+from bench.quality import qc_cost, quality_of
+from bench.scenarios import SCENARIOS
+from bench.settings import TINY, Settings
 from jobs.benchmark import main, parse_settings
 from tests.raytools import REPO
 
@@ -67,10 +67,10 @@ def test_every_scenario_has_its_switch_in_the_settings() -> None:
     "module",
     [
         "jobs.benchmark",
-        "jobs.bench.suite",
-        "jobs.bench.standins",
-        "jobs.bench.plate_figures",
-        "jobs.bench.steady",
+        "bench.suite",
+        "bench.models.standins",
+        "bench.film_plates.plate_figures",
+        "bench.steady",
     ],
 )
 def test_the_benchmark_imports_nothing_from_tests(module: str, no_ray: None) -> None:
@@ -144,7 +144,7 @@ def test_qc_cost_of_two_runs() -> None:
 
 
 def test_multishot_table_puts_both_orders_side_by_side() -> None:
-    from jobs.bench.multishot import ORDERS, multishot_spec, multishot_table
+    from bench.multishot import ORDERS, multishot_spec, multishot_table
 
     def run(first_shot: float) -> dict:
         return {

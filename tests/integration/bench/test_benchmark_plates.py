@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from jobs.bench.plates import FORMATS
+from bench.film_plates.plates import FORMATS
 from tests.raytools import RAY_ENV, REPO
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # the job part starts its own Ray instance

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from jobs.bench.scale import ScaleSettings, run_scale, scale_table
+from bench.driver_scale.scale import ScaleSettings, run_scale, scale_table
 
 pytestmark = pytest.mark.ray
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.watermark import moving_face_frames, write_video
 from jobs import detect_watermark, verify
-from jobs.bench.watermark import moving_face_frames, write_video
 from jobs.demo_media import write_source_image
 from pipeline.provenance.audit import AuditLog
 from pipeline.provenance.install_key import signing_dir

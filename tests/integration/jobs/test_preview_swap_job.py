@@ -1,7 +1,7 @@
 """The built-in preview swapper on film plates: a 4K ACEScg EXR and a 4K 10-bit ACEScct DPX.
 
 The demo's identity (the face of ``t1.jpg`` the portrait rule picks) replaces the astronaut's
-face moving over 6 frames of each plate (``jobs.bench.plates``: a face 30 % of the frame high).
+face moving over 6 frames of each plate (``bench.film_plates.plates``: a face 30 % of the frame high).
 QC measures the replaced track's similarity to the identity (at least 0.5) and raises no
 ``seam`` flag; pixels outside the rendered faces stay the plate's.
 """
@@ -12,9 +12,9 @@ import numpy as np
 import OpenImageIO as oiio
 import pytest
 
+from bench.film_plates.plates import FORMATS, SIZES, face_box, write_sequence
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
-from jobs.bench.plates import FORMATS, SIZES, face_box, write_sequence
 from jobs.demo import pick_source_face
 from jobs.demo_media import write_source_image
 

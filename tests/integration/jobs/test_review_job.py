@@ -103,6 +103,12 @@ def test_review_movie_playlist_and_contact_sheet(ray_local, tmp_path) -> None:
     assert review["movie_url"] == movie and review["frames"] == 2 * FPS
     assert review["flagged_frames"] == len(flagged & set(range(len(frames))))
 
+    # The review movie and contact sheet show AI-replaced faces too: signed like the output (issue 43).
+    from pipeline.provenance.credentials import verify_video
+
+    for signed in (movie, str(tmp_path / "review" / "sh010_review_contact.png")):
+        found = verify_video(signed)
+        assert found.status == "valid" and found.ai_replaced and found.job_id == "dailies", (signed, found)
     sheet = Image.open(tmp_path / "review" / "sh010_review_contact.png")
     sheet.verify()
     sheet = Image.open(tmp_path / "review" / "sh010_review_contact.png")
@@ -154,6 +160,7 @@ def test_review_movie_playlist_and_contact_sheet(ray_local, tmp_path) -> None:
     assert np.abs(_region(made[first], corner) - inside).mean() < 4
     assert np.abs(_region(made[first], corner) - _region(made[unflagged[0]], corner)).mean() > 10
     assert (tmp_path / "review" / "sh010_review_contact.png").exists()
+    assert verify_video(movie).status == "valid"  # made again: signed again
     assert sorted(p.name for p in folder.iterdir()) == kept  # the leftover segment is gone
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.watermark import moving_face_frames, read_video, write_video
 from jobs import detect_watermark as detect_cli
-from jobs.bench.watermark import moving_face_frames, read_video, write_video
 from jobs.demo_media import write_source_image
 from pipeline.models.loader import load_detector
 from pipeline.models.pack import load_pack

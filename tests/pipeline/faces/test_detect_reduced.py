@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import pytest
 
-from jobs.bench.standins import scrfd
+from bench.models.standins import scrfd
 from pipeline.faces.analyze import FaceAnalyzer
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.detectsize import (
@@ -28,12 +28,12 @@ from pipeline.faces.detectsize import (
 )
 from pipeline.geometry.boxes import box_iou
 from pipeline.geometry.types import Face
-from pipeline.models.detector_sizes import DetectorSizes
+from pipeline.models.detectors.detector_sizes import DetectorSizes
+from pipeline.models.detectors.scrfd import ScrfdDetector
 from pipeline.models.loader import load_face_models
 from pipeline.models.pack import ModelEntry, load_pack
 from pipeline.models.runtime import make_runner
 from pipeline.models.runtime.settings import ExecutionConfig
-from pipeline.models.scrfd import ScrfdDetector
 from tests.faces_data import _background, face_patches
 from tests.onnx_edits import generic_names
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from jobs.bench import onnxgraph, standins
+from bench.models import onnxgraph, standins
 from pipeline.errors import SpecError
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.renderers import make_renderer

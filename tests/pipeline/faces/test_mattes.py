@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 import pytest
 
-from jobs.bench import standins
+from bench.models import standins
 from pipeline.faces.analyze import to_uint8
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.renderers.cpu import FaceRenderer

@@ -1,7 +1,7 @@
 """Landmarks at the plate's own resolution: a real face on 4K and 1080p frames, moving at constant
 velocity and standing still under grain, detected by the default pack's detector through its
 letterbox and then again on a crop at the plate's resolution (``faces.refine: auto``), then tracked
-and smoothed into the render plan as a job does (``jobs.bench.steady``, the benchmark's ``--steady``).
+and smoothed into the render plan as a job does (``bench.steady``, the benchmark's ``--steady``).
 
 The letterbox sees a 4K frame at a sixth of its size: its landmarks wobble by several plate pixels
 from frame to frame around the true motion, and the replaced face with them.  Measured where the
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jobs.bench.steady import (
+from bench.steady import (
     SPEED,
     acceleration_rms,
     hero,

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jobs.bench import standins
+from bench.models import standins
 from pipeline.faces.analyze import ANALYSIS_STAGES, FaceAnalyzer, to_uint8
 from pipeline.faces.config import FaceConfig, SelectionConfig
 from pipeline.faces.identity import identity_from_images

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import pytest
 
-from jobs.bench import standins
+from bench.models import standins
 from pipeline.errors import ModelPackError, SpecError
 from pipeline.faces.config import FaceConfig
 from pipeline.faces.identity import with_adapter

@@ -21,8 +21,8 @@ from pipeline.models.default_pack import (
     build_default_pack,
     swapper_quality,
 )
+from pipeline.models.detectors.yunet import YunetDetector
 from pipeline.models.pack import ModelEntry
-from pipeline.models.yunet import YunetDetector
 from tests.faces_data import astronaut
 
 

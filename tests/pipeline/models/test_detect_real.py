@@ -7,9 +7,9 @@ import pytest
 
 from pipeline.geometry.types import Face
 from pipeline.models.default_pack import RETINAFACE_CONTRACT, build_default_pack
+from pipeline.models.detectors.retinaface import RetinaFaceDetector
 from pipeline.models.loader import load_face_models
 from pipeline.models.pack import ModelEntry
-from pipeline.models.retinaface import RetinaFaceDetector
 from pipeline.models.runtime import make_runner
 from pipeline.models.runtime.settings import ExecutionConfig
 from tests.faces_data import astronaut, t1

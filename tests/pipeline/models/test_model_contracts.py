@@ -12,20 +12,20 @@ import pytest
 import skimage.data
 from onnx import numpy_helper
 
-from jobs.bench import standins
+from bench.models import standins
 from pipeline.errors import FaceError, ModelPackError
 from pipeline.geometry.align import estimate_similarity, template_points, warp_crops
 from pipeline.geometry.blend import paste_back
 from pipeline.geometry.types import Face, Identity
 from pipeline.models.arcface import ArcFaceRecognizer
 from pipeline.models.contracts import check_model_contract
+from pipeline.models.detectors.scrfd import ScrfdDetector
 from pipeline.models.gfpgan import GfpganEnhancer
 from pipeline.models.inswapper import InSwapper
 from pipeline.models.loader import load_face_models
 from pipeline.models.pack import ModelEntry, load_pack
 from pipeline.models.runtime import make_runner
 from pipeline.models.runtime.settings import ExecutionConfig
-from pipeline.models.scrfd import ScrfdDetector
 from pipeline.models.xseg import XsegOccluder
 
 CPU = ExecutionConfig()

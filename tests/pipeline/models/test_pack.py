@@ -14,7 +14,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from jobs.bench import standins
+from bench.models import standins
 from pipeline.errors import ModelPackError
 from pipeline.models.pack import BUILTIN_DEFAULT, load_pack
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.bench import standins
+from bench.models import standins
 from pipeline.errors import ModelPackError
 from pipeline.models.pack import _fetch_verified, load_pack
 from pipeline.models.verified import VerifiedFiles

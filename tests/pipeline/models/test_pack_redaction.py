@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from jobs.bench import standins
+from bench.models import standins
 from pipeline.models.pack import load_pack
 
 TOKEN = "tok3n-e18-SECRET"

@@ -7,16 +7,16 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from jobs.bench.onnxgraph import GraphBuilder, save_model, value_info
-from jobs.bench.standins import scrfd
-from pipeline.models.detector_sizes import DetectorSizes
+from bench.models.onnxgraph import GraphBuilder, save_model, value_info
+from bench.models.standins import scrfd
+from pipeline.models.detectors.detector_sizes import DetectorSizes
+from pipeline.models.detectors.scrfd import ScrfdDetector
+from pipeline.models.detectors.yunet import YunetDetector
 from pipeline.models.pack import ModelEntry, load_pack
 from pipeline.models.runtime import make_runner
 from pipeline.models.runtime.ort_runner import OrtRunner
 from pipeline.models.runtime.resize import free_input_size, outputs_follow_size, same_outputs
 from pipeline.models.runtime.settings import ExecutionConfig
-from pipeline.models.scrfd import ScrfdDetector
-from pipeline.models.yunet import YunetDetector
 from tests.faces_data import astronaut
 
 CPU = ExecutionConfig(providers=("CPUExecutionProvider",), intra_op_threads=1)

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jobs.bench import standins
+from bench.models import standins
 from pipeline.errors import ModelPackError
 from pipeline.geometry.types import Face
 from pipeline.models.arcface import ArcFaceRecognizer
+from pipeline.models.detectors.scrfd import ScrfdDetector
 from pipeline.models.gfpgan import GfpganEnhancer
 from pipeline.models.inswapper import InSwapper
 from pipeline.models.pack import ModelEntry
@@ -30,7 +31,6 @@ from pipeline.models.runtime.settings import (
     onnxruntime_conflict_warning,
 )
 from pipeline.models.runtime.torch_runner import TorchRunner
-from pipeline.models.scrfd import ScrfdDetector
 from pipeline.models.xseg import XsegOccluder
 
 HAS_TORCH = (
