@@ -7,15 +7,18 @@ class and its bases, so nothing global has to be switched on in the models.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import enum
 import inspect
 import re
+import sys
 import textwrap
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import annotated_types
@@ -157,6 +160,11 @@ def _docs_in_class(cls: type) -> dict[str, str]:
     return docs
 
 
+def attribute_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings written under the fields of ``cls`` itself (a dataclass or a model)."""
+    return _docs_in_class(cls)
+
+
 @cache
 def field_docs(model: type[BaseModel]) -> dict[str, str]:
     """Attribute docstrings of ``model``'s fields; a subclass's own replace its bases'."""
@@ -195,3 +203,25 @@ def doc_text(text: str) -> str:
 def summary_of(text: str) -> str:
     """The first paragraph of a docstring, as one line."""
     return doc_text(inspect.cleandoc(text).split("\n\n", 1)[0])
+
+
+def generated_page_main(
+    argv: list[str] | None, *, module: str, page: Path, what: str, render: Callable[[], str]
+) -> int:
+    """``--write [PAGE]`` or ``--check [PAGE]`` of a generated reference page (exit 1 when it differs)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=f"The {what} page, generated.")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", metavar="PAGE", nargs="?", const=str(page), help="exit 1 if PAGE differs")
+    mode.add_argument("--write", metavar="PAGE", nargs="?", const=str(page), help="write the page to PAGE")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.write:
+        Path(args.write).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.write).write_text(text, encoding="utf-8")
+        return 0
+    target = Path(args.check)
+    if (target.read_text(encoding="utf-8") if target.is_file() else "") != text:
+        regenerate = f"python -m {module} --write {page}"
+        print(f"{target} is not the generated {what}; regenerate it: {regenerate}", file=sys.stderr)
+        return 1
+    return 0

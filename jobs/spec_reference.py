@@ -10,7 +10,6 @@ bounds and the attribute docstring written under the field (read from the model'
 
 from __future__ import annotations
 
-import argparse
 import html
 import re
 import sys
@@ -27,6 +26,7 @@ from jobs.docs_types import (
     doc_markdown,
     doc_text,
     field_docs,
+    generated_page_main,
     nested_models,
     summary_of,
     type_name,
@@ -176,25 +176,9 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m jobs.spec_reference",
-        description="The job-spec reference page, from the spec's models.",
+    return generated_page_main(
+        argv, module="jobs.spec_reference", page=PAGE, what="job-spec reference", render=render
     )
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", metavar="PAGE", nargs="?", const=str(PAGE), help="exit 1 if PAGE differs")
-    mode.add_argument("--write", metavar="PAGE", nargs="?", const=str(PAGE), help="write the page to PAGE")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.write:
-        Path(args.write).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.write).write_text(text, encoding="utf-8")
-        return 0
-    page = Path(args.check)
-    current = page.read_text(encoding="utf-8") if page.is_file() else ""
-    if current != text:
-        print(f"{page} is not the generated job-spec reference; regenerate it: {REGENERATE}", file=sys.stderr)
-        return 1
-    return 0
 
 
 if __name__ == "__main__":

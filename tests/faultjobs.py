@@ -41,6 +41,12 @@ def make_media(root: str) -> dict[str, str]:
     }
 
 
+CLEAN_JOB = "clean"
+"""The job id of the clean reference run (``tests/integration/faults/conftest.py``) and of every fault
+test compared with it: the watermark carries the job id, so only runs of one job id can have the same
+bytes (each test has its own output folder, hence its own work area)."""
+
+
 def job_spec(media: dict[str, str], out_dir: str, job_id: str, **extra: Any) -> dict[str, Any]:
     """One shot, two CPU actors, 1 s chunks (snapped to the 1 s keyframes)."""
     data: dict[str, Any] = {

@@ -100,3 +100,22 @@ def test_every_page_in_the_navigation_exists() -> None:
     assert str(spec_reference.PAGE.relative_to("docs")) in pages
     missing = [page for page in pages if not (docs / page).is_file()]
     assert pages and missing == []
+
+
+def test_summary_json_reference_is_generated_and_names_every_key() -> None:
+    """``docs/reference/summary-json.md`` is what ``jobs.output_reference`` makes of the summary's and
+    report's classes (CI checks it too), every key a summary or report writes has a row, and no row
+    names a key no summary writes."""
+    from jobs import output_reference
+
+    page = output_reference.render()
+    assert (ROOT / output_reference.PAGE).read_text(encoding="utf-8") == page
+    data = output_reference.sample().to_dict()
+    for key in [*data, *data["shots"][0]]:
+        assert f"| `{key}` |" in page, key
+    report = output_reference.sample_report()
+    for key in [*report, *report["shots"][0], *report["timeline"][0]]:
+        assert f"| `{key}` |" in page, key
+    optional = {"fixes", "fixes_rerendered"}  # written only when a shot has some
+    assert set(output_reference.DESCRIBED["job"]) <= set(data)
+    assert set(output_reference.DESCRIBED["shot"]) <= set(data["shots"][0]) | optional

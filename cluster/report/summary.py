@@ -251,6 +251,9 @@ def _plain(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+SUMMARY_SCHEMA = 1  # summary.json's layout (docs/reference/summary-json.md)
+
+
 @dataclass
 class JobSummary:
     """The outcome of a job: every shot, plus job-wide timings."""
@@ -325,6 +328,7 @@ class JobSummary:
     def job_dict(self) -> dict[str, Any]:
         """:meth:`to_dict` without ``shots`` (the job's own figures: the report's ``job``)."""
         out = {
+            "schema_version": SUMMARY_SCHEMA,
             "job_id": self.job_id,
             "ok": self.ok,
             "work_url": self.work_url,
@@ -345,12 +349,9 @@ class JobSummary:
             "preempted_calls": self.preempted_calls,
             "drained_actors": self.drained_actors,
             "actor_info": [a.to_dict() for a in self.actor_info],
-        } | ({"edit": self.edit} if self.edit is not None else {})
-        if self.review_timeline_url is not None:
-            out["review_timeline_url"] = self.review_timeline_url
-        if self.marking is not None:
-            out["marking"] = self.marking
-        return out
+        }
+        named = {"edit": self.edit, "review_timeline_url": self.review_timeline_url, "marking": self.marking}
+        return out | {key: value for key, value in named.items() if value is not None}
 
     def table(self) -> str:
         """A human-readable table, one line per shot, then the job line."""

@@ -54,6 +54,11 @@ def media(tmp_path_factory) -> dict[str, str]:
     return {**clips, "source": write_source_image(str(root / "source.jpg"))}
 
 
+JOB_ID = "autoscale"
+"""Every job here and the reference have one job id (the watermark carries it): the same bytes are
+then expected whatever the autoscaler did; each job has its own output folder and work area."""
+
+
 def job(media: dict[str, str], out: str, job_id: str, **resources: Any) -> dict[str, Any]:
     """The job: both shots, one-second chunks, CPU actors that each need one ``recast_gpu``."""
     return {
@@ -71,7 +76,7 @@ def job(media: dict[str, str], out: str, job_id: str, **resources: Any) -> dict[
 def reference(media, ray_session, tmp_path_factory) -> dict[str, str]:
     """The outputs' sha256 from the same job on a fixed cluster (the shared local Ray, two actors)."""
     out = str(tmp_path_factory.mktemp("autoscale-reference"))
-    data = job(media, out, "reference", max_actors=2)
+    data = job(media, out, JOB_ID, max_actors=2)
     data["resources"].pop("custom")
     with ray_session.use():
         summary = JobRunner(parse_spec(data)).run()
@@ -141,7 +146,7 @@ def outputs(out: str) -> dict[str, str]:
 def test_ray_job_submit_scales_from_zero_and_back(media, reference, tmp_path) -> None:
     out = str(tmp_path / "out")
     spec_path = tmp_path / "job.yaml"
-    spec_path.write_text(yaml.safe_dump(job(media, out, "autoscale-submit")))  # max_actors unset
+    spec_path.write_text(yaml.safe_dump(job(media, out, JOB_ID)))  # max_actors unset
     with autoscaling_head(max_workers=2, idle_timeout_minutes=IDLE_TIMEOUT_MINUTES) as head:
         connect(head)
         try:
@@ -155,7 +160,7 @@ def test_ray_job_submit_scales_from_zero_and_back(media, reference, tmp_path) ->
             assert outputs(out) == reference
             # The pool grew with the queue: the autoscaler's second node was asked for and used.
             assert watch.most == 2, watch.most
-            summary = json.loads(Path(out, ".recast-work", "autoscale-submit", "summary.json").read_text())
+            summary = json.loads(Path(out, ".recast-work", JOB_ID, "summary.json").read_text())
             chunks = sum(s["chunks"] for s in summary["shots"])
             nodes_used = {a["node_id"] for a in summary["actor_info"]}
             assert len(nodes_used) == 2 and chunks == int(sum(SHOTS.values()))
@@ -211,7 +216,7 @@ def test_a_node_lost_mid_job_is_replaced_and_its_calls_redone(media, reference, 
         connect(head)
         try:
             with NodeWatch(head) as watch:
-                runner = JobRunner(parse_spec(job(media, out, "autoscale-lost", max_actors=2)))
+                runner = JobRunner(parse_spec(job(media, out, JOB_ID, max_actors=2)))
                 thread, result = run_in_thread(runner, name="lost-node-job")
                 head.wait_workers(2, timeout=120, at_least=True)
                 # Early enough that the lost actor's replacement still finds work when it is ready.
@@ -255,7 +260,7 @@ def test_a_drained_node_finishes_its_calls_and_takes_no_more(media, reference, t
     with autoscaling_head(max_workers=3, idle_timeout_minutes=IDLE_TIMEOUT_MINUTES) as head:
         connect(head)
         try:
-            runner = JobRunner(parse_spec(job(media, out, "autoscale-drain")))  # unsized: grows
+            runner = JobRunner(parse_spec(job(media, out, JOB_ID)))  # unsized: grows
             thread, result = run_in_thread(runner, name="drained-node-job")
             head.wait_workers(1, timeout=120, at_least=True)
             _wait_working(runner, thread, rendered=True)

@@ -12,7 +12,7 @@ import pytest
 
 from cluster.driver import run_job
 from cluster.spec.job import parse_spec
-from tests.faultjobs import CHUNKS, job_spec, make_media, sha256_file
+from tests.faultjobs import CHUNKS, CLEAN_JOB, job_spec, make_media, sha256_file
 from tests.flaky_s3 import FlakyS3
 from tests.raytools import SharedRay
 
@@ -30,7 +30,7 @@ def clean_reference(
     """sha256 of a clean run's output of ``job_spec(fault_media, ...)`` (on the shared local Ray)."""
     out = str(tmp_path_factory.mktemp("fault-clean"))
     with ray_session.use():
-        summary = run_job(parse_spec(job_spec(fault_media, out, "clean")))
+        summary = run_job(parse_spec(job_spec(fault_media, out, CLEAN_JOB)))
     assert summary.ok, summary.table()
     assert summary.shots[0].chunks == CHUNKS and summary.shots[0].faces_swapped > 0
     return sha256_file(os.path.join(out, "plate.mp4"))

@@ -29,6 +29,7 @@ from cluster.lease.store import LeaseStore
 from cluster.spec.job import parse_spec
 from tests.faultjobs import (
     CHUNKS,
+    CLEAN_JOB,
     corrupt_middle,
     finish,
     job_spec,
@@ -61,9 +62,9 @@ def test_killed_actor_is_replaced_and_output_identical(
     fault_media, clean_reference, tmp_path, ray_session
 ) -> None:
     out = str(tmp_path)
-    work = os.path.join(out, ".recast-work", "actor-kill")
+    work = os.path.join(out, ".recast-work", CLEAN_JOB)
     with ray_session.use():
-        runner = JobRunner(parse_spec(job_spec(fault_media, out, "actor-kill")))
+        runner = JobRunner(parse_spec(job_spec(fault_media, out, CLEAN_JOB)))
         thread, result = run_in_thread(runner)
         # Mid-job: the first analysis is committed, so both actors hold work.
         _wait_for(lambda: bool(records(work, "plate", "analysis")) and runner.summary.actor_info, thread)
@@ -134,7 +135,7 @@ def test_lost_node_is_survived_and_output_identical(fault_media, clean_reference
         },
     )
     out = str(tmp_path)
-    work = os.path.join(out, ".recast-work", "node-loss")
+    work = os.path.join(out, ".recast-work", CLEAN_JOB)
     try:
         workers = [cluster.add_node(**node), cluster.add_node(**node)]
         ray.init(
@@ -143,7 +144,7 @@ def test_lost_node_is_survived_and_output_identical(fault_media, clean_reference
             log_to_driver=False,
             configure_logging=False,
         )
-        data = job_spec(fault_media, out, "node-loss")
+        data = job_spec(fault_media, out, CLEAN_JOB)
         data["resources"] = {**data["resources"], "gpus_per_actor": 0, "custom": {"recast_node": 1}}
         runner = JobRunner(parse_spec(data))
         thread, result = run_in_thread(runner)
@@ -176,10 +177,10 @@ def _env() -> dict[str, str]:
 
 def test_killed_driver_resumes_only_unfinished_chunks(fault_media, clean_reference, tmp_path) -> None:
     out = str(tmp_path / "out")
-    work = os.path.join(out, ".recast-work", "driver-kill")
+    work = os.path.join(out, ".recast-work", CLEAN_JOB)
     spec_path = str(tmp_path / "job.yaml")
     with open(spec_path, "w") as fh:
-        yaml.safe_dump(job_spec(fault_media, out, "driver-kill"), fh)  # the default 60 s lease
+        yaml.safe_dump(job_spec(fault_media, out, CLEAN_JOB), fh)  # the default 60 s lease
     # The driver (and the local Ray it started) in its own process group, killed at once mid-job.
     proc = subprocess.Popen(
         _render_cmd(spec_path), cwd=str(REPO), env=_env(), start_new_session=True,

@@ -22,7 +22,16 @@ from cluster.driver import JobRunner
 from cluster.spec.job import parse_spec
 from pipeline.errors import StorageError
 from pipeline.store import storage
-from tests.faultjobs import CHUNKS, finish, job_spec, records, run_in_thread, sha256_file, tmp_files
+from tests.faultjobs import (
+    CHUNKS,
+    CLEAN_JOB,
+    finish,
+    job_spec,
+    records,
+    run_in_thread,
+    sha256_file,
+    tmp_files,
+)
 from tests.tmpfs import resize, small_tmpfs
 
 logger = logging.getLogger(__name__)
@@ -92,7 +101,7 @@ def test_full_work_area_stops_the_job_and_the_resubmission_resumes(
 ) -> None:
     out = str(tmp_path / "out")
     work = str(full_fs / "work")
-    data = job_spec(fault_media, out, "full-disk")
+    data = job_spec(fault_media, out, CLEAN_JOB)
     data["output"] = {**data["output"], "work_url": work}
     with ray_session.use():
         runner = JobRunner(parse_spec(data))

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from pipeline.store import storage
-from tests.faultjobs import expire_lease, job_spec, sha256_file, tmp_files
+from tests.faultjobs import CLEAN_JOB, expire_lease, job_spec, sha256_file, tmp_files
 from tests.raytools import RAY_ENV, REPO, Head, ray_head
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -166,15 +166,17 @@ def _write_spec(path: Path, data: dict[str, Any]) -> Path:
 
 def test_two_drivers_at_once_then_a_forced_takeover(fault_media, clean_reference, head, tmp_path) -> None:
     out = tmp_path / "out"
-    work = out / ".recast-work" / "twice"
+    work = out / ".recast-work" / CLEAN_JOB
     lease = {"expiry_seconds": 20, "heartbeat_seconds": 1}
-    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(fault_media, str(out), "twice", lease=lease))
+    spec_path = _write_spec(tmp_path / "job.yaml", job_spec(fault_media, str(out), CLEAN_JOB, lease=lease))
     first = [_driver(head, spec_path, tmp_path / f"summary-{i}.json") for i in range(2)]
     loser = _first_to_exit(first)
     (winner,) = [p for p in first if p is not loser]
     code, err = _finish(loser)
     assert code == 2, err[-3000:]
-    assert f"recast: job twice not started: work area {work}: in use by a driver on host" in err, err[-3000:]
+    assert f"recast: job {CLEAN_JOB} not started: work area {work}: in use by a driver on host" in err, err[
+        -3000:
+    ]
     assert f"(pid {winner.pid})" in err and "last heartbeat" in err and "when its lease expires" in err, err
     assert winner.poll() is None, "the winner ended before the forced takeover"
 
@@ -187,7 +189,7 @@ def test_two_drivers_at_once_then_a_forced_takeover(fault_media, clean_reference
     assert summary["lease"]["reason"] == "forced" and summary["lease"]["took_over"]["pid"] == winner.pid
     assert any("forced (--force-takeover)" in w for w in summary["warnings"]), summary["warnings"]
     if winner_code == 1:  # it noticed: it stopped publishing
-        assert "recast: job twice stopped: work area" in winner_err, winner_err[-3000:]
+        assert f"recast: job {CLEAN_JOB} stopped: work area" in winner_err, winner_err[-3000:]
         assert "the lease was taken over by a driver on host" in winner_err, winner_err[-3000:]
     else:  # it finished before the takeover took effect
         assert winner_code == 0, winner_err[-4000:]
@@ -207,7 +209,7 @@ def test_s3_killed_driver_then_two_resubmissions_after_expiry(
     work = f"{s3_bucket}/work/s3-kill"
     output = f"{s3_bucket}/out/plate.mp4"
     data = job_spec(
-        fault_media, str(tmp_path / "unused"), "s3-kill", lease={"expiry_seconds": 8, "heartbeat_seconds": 1}
+        fault_media, str(tmp_path / "unused"), CLEAN_JOB, lease={"expiry_seconds": 8, "heartbeat_seconds": 1}
     )
     data["output"] = {**data["output"], "url": f"{s3_bucket}/out/{{shot}}.mp4", "work_url": work}
     spec_path = _write_spec(tmp_path / "job.yaml", data)

@@ -23,7 +23,7 @@ from cluster.spec.job import parse_spec
 from cluster.state.manifest_sign import MANIFEST_KEY_ENV
 from pipeline.errors import MediaError
 from tests.clips import with_timecode
-from tests.faultjobs import CHUNKS, job_spec, records, sha256_file
+from tests.faultjobs import CHUNKS, CLEAN_JOB, job_spec, records, sha256_file
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 KEY = "a-manifest-key-of-32-characters!"
@@ -62,7 +62,7 @@ def test_changed_misplaced_and_foreign_records_are_redone_and_output_identical(
     fault_media, clean_reference, tmp_path, ray_local
 ) -> None:
     out = str(tmp_path / "out")
-    work = _rendered_not_published(fault_media, out, "tamper")
+    work = _rendered_not_published(fault_media, out, CLEAN_JOB)
     rendered = records(work, "plate", "render")
     # Chunk 0: its segment rewritten with other bytes of the same size.
     _flip_bytes(rendered[0]["segment_url"])
@@ -86,7 +86,7 @@ def test_changed_misplaced_and_foreign_records_are_redone_and_output_identical(
         return merge_and_publish(segment_urls, *args, **kwargs)
 
     summary = JobRunner(
-        parse_spec(job_spec(fault_media, out, "tamper")), parts=DriverParts(merge=merge_changing_a_segment)
+        parse_spec(job_spec(fault_media, out, CLEAN_JOB)), parts=DriverParts(merge=merge_changing_a_segment)
     ).run()
     (shot,) = summary.shots
     assert shot.status == "published", summary.table()
@@ -110,7 +110,7 @@ def test_with_a_manifest_key_edited_and_unsigned_records_are_not_trusted(
 ) -> None:
     monkeypatch.setenv(MANIFEST_KEY_ENV, KEY)
     out = str(tmp_path / "out")
-    work = _rendered_not_published(fault_media, out, "signed")
+    work = _rendered_not_published(fault_media, out, CLEAN_JOB)
     for path in Path(work, "manifest").rglob("*.json"):
         assert "mac" in json.loads(path.read_text()), path
     # Chunk 1's render record edited (its old mac kept); chunk 0's analysis record without its mac.
@@ -121,7 +121,7 @@ def test_with_a_manifest_key_edited_and_unsigned_records_are_not_trusted(
     _record_path(work, "analysis", 0).write_text(json.dumps(data))
 
     summary_path = tmp_path / "summary.json"
-    summary = run_job(parse_spec(job_spec(fault_media, out, "signed")))
+    summary = run_job(parse_spec(job_spec(fault_media, out, CLEAN_JOB)))
     summary_path.write_text(json.dumps(summary.to_dict()))
     (shot,) = summary.shots
     assert shot.status == "published", summary.table()

@@ -99,7 +99,9 @@ def test_a_faces_fix_changes_its_frames_and_nothing_else(media, tmp_path, ray_lo
         face = np.abs(before_frames[f] - plate[f]).sum(axis=2) > 60
         assert face.sum() > 2000, f
         swapped, fixed = to_plate(before_frames[f], plate[f], face), to_plate(after_frames[f], plate[f], face)
-        # Measured: the first run 44.3-45.6 levels from the plate there, the fixed frames 10.5-11.3 (the
-        # eroded mask pastes only the middle of the face), at least 4.0 times closer.  Thresholds about
-        # halfway: more than 30, less than 20, at least 3 times closer.
-        assert swapped > 30.0 and fixed < 20.0 and fixed * 3 < swapped, (f, swapped, fixed)
+        # Measured without the watermark: the first run 44.3-45.6 levels from the plate there, the fixed
+        # frames 10.5-11.3 (the eroded mask pastes only the middle of the face), at least 4.0 times
+        # closer.  The watermark (on by default since issue 43) adds its step-32 pattern to every block
+        # of the face box, pasted or not: measured 49.5 and 16.6 on frame 40, 3.0 times closer.
+        # Thresholds: more than 30, less than 20, at least 2.5 times closer.
+        assert swapped > 30.0 and fixed < 20.0 and fixed * 2.5 < swapped, (f, swapped, fixed)

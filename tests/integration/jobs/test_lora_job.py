@@ -150,8 +150,9 @@ def _decode(path: str) -> np.ndarray:
 def test_two_identities_one_with_adapter(setup, tmp_path, ray_session, monkeypatch) -> None:
     monkeypatch.setenv("RECAST_CACHE_DIR", str(tmp_path))  # models.cache_dir must lie under it
     with ray_session.use():
-        with_adapter = run_job(parse_spec(_spec(setup, str(tmp_path / "a"), "lora-a", adapter=True)))
-        without = run_job(parse_spec(_spec(setup, str(tmp_path / "b"), "lora-b", adapter=False)))
+        # One job id for both (the watermark carries it: another id would mark both faces differently).
+        with_adapter = run_job(parse_spec(_spec(setup, str(tmp_path / "a"), "lora", adapter=True)))
+        without = run_job(parse_spec(_spec(setup, str(tmp_path / "b"), "lora", adapter=False)))
     for summary in (with_adapter, without):
         assert summary.ok, summary.table()
         (shot,) = summary.shots

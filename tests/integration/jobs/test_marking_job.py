@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from bench.watermark import moving_face_frames, write_video
+from cluster.report.summary import SUMMARY_SCHEMA
 from jobs import detect_watermark, verify
 from jobs.demo_media import write_source_image
 from pipeline.provenance.audit import AuditLog
@@ -86,6 +87,9 @@ def test_a_new_users_job_is_marked(ray_local, media, tmp_path, capsys) -> None:
     found = _json(capsys)
     assert found["status"] == "valid" and found["trusted"] and found["ai_replaced"]
     summary = json.loads(summary_json.read_text())
+    assert summary["schema_version"] == SUMMARY_SCHEMA  # docs/reference/summary-json.md
+    page = Path(__file__).resolve().parents[3] / "docs" / "reference" / "summary-json.md"
+    assert all(f"| `{key}` |" in page.read_text() for key in [*summary, *summary["shots"][0]])
     (shot,) = summary["shots"]
     assert found["content_sha256"] == shot["content_sha256"] != shot["output_sha256"]
     assert shot["output_sha256"] == hashlib.sha256(Path(output).read_bytes()).hexdigest()

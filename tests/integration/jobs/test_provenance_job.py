@@ -186,11 +186,16 @@ def test_signed_watermarked_audited_and_redacted(
     assert {(o.url, o.sha256) for o in record.outputs} == {(output, sha256)}
     assert hashlib.sha256(Path(setup["clip"]).read_bytes()).hexdigest() in {i.sha256 for i in record.inputs}
 
-    # The watermark carries the job's payload in the delivered file, and is absent from the plate.
-    config = WatermarkConfig()
-    payload, _ = detect(_frames(output), None, config)
-    assert payload == job_payload(JOB_ID)
-    unmarked, _ = detect(_frames(setup["clip"]), None, config)
+    # The watermark carries the job's payload in the delivered file (read as jobs.detect_watermark reads
+    # it: the blocks of the faces the pack's detector finds), and is absent from the plate.
+    from jobs import detect_watermark
+
+    capsys.readouterr()
+    assert (
+        detect_watermark.main([output, "--job-id", JOB_ID, "--window", "12"]) == detect_watermark.EXIT_FOUND
+    )
+    assert json.loads(capsys.readouterr().out)["payload"] == f"{job_payload(JOB_ID):08x}"
+    unmarked, _ = detect(_frames(setup["clip"]), None, WatermarkConfig())
     assert unmarked is None
 
     # The shot URL's signature was echoed (redacted) but never written out in clear.
