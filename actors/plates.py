@@ -132,8 +132,11 @@ class PlateFrames:
         }
         header = self.pass_header(info) if layers else None
         # Cineon has no header field to say it: its frames are covered by the sidecar alone.
-        stated = ai_label is not None and output.ext in AI_ATTRIBUTES
-        marked = ai_header_attributes(output.ext, job_id=ai_label) if stated and ai_label else None
+        marked = (
+            ai_header_attributes(output.ext, job_id=ai_label)
+            if ai_label is not None and output.ext in AI_ATTRIBUTES
+            else None
+        )
 
         def write(item: Rendered) -> tuple[FrameFile, dict[str, FrameFile]]:
             frame = cast(PlateFrame, item.frame)

@@ -118,10 +118,12 @@ class JobProvenance:
 
     def marking(self) -> dict[str, Any]:
         """How the job's outputs are marked as AI-made, for the audit log and the report."""
+        from pipeline.provenance.watermark import job_payload
+
         watermark = watermark_config(self.spec)
         return {
             "watermark": watermark is not None,
-            "watermark_payload": None if watermark is None else f"{_payload(self.spec.job_id):08x}",
+            "watermark_payload": None if watermark is None else f"{job_payload(self.spec.job_id):08x}",
             "content_credentials": self.auth.signer is not None,
             "signer": self.auth.signer_source,
             "switched_off": list(self.auth.unmarked),
@@ -220,12 +222,6 @@ class JobProvenance:
             extra={**extra, "ray_job_id": _ray_job_id()},
         )
         return AuditLog(audit_url(self.spec)).append(record)
-
-
-def _payload(job_id: str) -> int:
-    from pipeline.provenance.watermark import job_payload
-
-    return job_payload(job_id)
 
 
 def _ray_job_id() -> str | None:

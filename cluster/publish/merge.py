@@ -139,10 +139,11 @@ def merge_and_publish(
         sidecar: tuple[str, bytes] | None = None
         started = time.perf_counter()
         if signing is not None:
-            from pipeline.provenance.credentials import VIDEO_MIME, sign_video
+            from pipeline.provenance.config import EMBEDDED_SUFFIXES
+            from pipeline.provenance.credentials import sign_video
 
             info_signed = signing[0].model_copy(update={"content_sha256": content})
-            if os.path.splitext(output_url)[1].lower() in VIDEO_MIME:
+            if output_url.lower().endswith(EMBEDDED_SUFFIXES):
                 signed = os.path.join(tmp, "signed" + os.path.splitext(output_url)[1])
                 sign_video(local, signed, info_signed, signing[1])
                 local = signed
